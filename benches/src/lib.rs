@@ -1,0 +1,2 @@
+//! Peer implementations that magpie's benchmarks compare against.
+#![forbid(unsafe_code)]

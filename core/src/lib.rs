@@ -1,0 +1,35 @@
+//! # magpie-core
+//!
+//! The lock-free primitives magpie's scheduler is built from, and every line of
+//! `unsafe` code in the project. Each primitive has a safe API, its protocol
+//! written as numbered steps in a README beside the code, and loom, Miri and
+//! stress tests that prove it.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | [`sync`] | the facade: std or loom atomics, cells, locks, threads |
+//! | [`cache_padded`] | [`CachePadded`], one value per cache line |
+//! | [`queue`] | the 256-slot two-head local run queue, the LIFO slot, the global inject queue |
+//! | [`park`] | the futex parker (UNPARKED / PARKED / NOTIFIED) |
+//! | [`idle`] | searching and parked counts, the multi-word parked bitmap |
+//! | [`task`] | the packed 64-bit task state word |
+//! | [`gate`] | the executor gate word: accepting bit plus in-flight count |
+//! | [`affinity`] | pinning a thread to a core |
+//! | [`rng`] | xorshift64 for victim selection |
+//!
+//! Code above this crate takes its atomics from [`sync`] only; clippy's
+//! `disallowed-types` enforces it, so the model checker sees everything.
+#![deny(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+pub mod affinity;
+pub mod cache_padded;
+pub mod gate;
+pub mod idle;
+pub mod park;
+pub mod queue;
+pub mod rng;
+pub mod sync;
+pub mod task;
+
+pub use cache_padded::CachePadded;

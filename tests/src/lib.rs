@@ -1,0 +1,2 @@
+//! Cross-crate integration and stress tests live in `tests/tests/`.
+#![forbid(unsafe_code)]
