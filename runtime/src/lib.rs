@@ -1,6 +1,28 @@
 //! # magpie-runtime
 //!
-//! magpie's scheduling policy, built on `magpie-core`'s primitives: one worker
-//! loop for typed tasks and futures, metrics and a deterministic simulator.
-//! Not yet written: see issue 3.
+//! magpie's scheduling policy, built on `magpie-core`'s primitives. One worker
+//! loop (`sched`) drives every kind of task:
+//!
+//! - typed tasks: [`Executor<T>`] runs plain values of one type with one
+//!   runner function, seed 000's API;
+//! - futures: the async runtime (issue 4, not yet built).
+//!
+//! The loop is shared with a deterministic [`sim`]ulator that runs the same
+//! code on virtual workers in a seeded order and records a replayable trace.
+//!
+//! This crate has no `unsafe` code: everything unsafe lives in `magpie-core`.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod config;
+mod executor;
+mod metrics;
+mod sched;
+pub mod sim;
+mod worker_id;
+
+pub use config::{ExecutorConfig, DEFAULT_SEED, MAX_PARK_TIMEOUT};
+pub use executor::{Executor, ExecutorHandle, WorkerCtx};
+pub use metrics::{MetricsSnapshot, WorkerMetrics};
+pub use sched::{SchedEvent, Source};
+pub use worker_id::current_worker_id;

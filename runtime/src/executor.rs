@@ -1,0 +1,507 @@
+//! The typed executor: seed 000's API on the one worker loop.
+//!
+//! Tasks are plain values of one type `T` (an enum, typically), run by one
+//! `runner` function; nothing is boxed or allocated per task. See the crate
+//! docs for an example and `sched/README.md` for the scheduling protocol.
+
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use magpie_core::affinity;
+use magpie_core::park::Parker;
+use magpie_core::queue::Local;
+use magpie_core::rng::XorShift64;
+use magpie_core::sync::{hint, thread, Arc};
+
+use crate::config::{ExecutorConfig, MAX_PARK_TIMEOUT};
+use crate::metrics::{MetricsSnapshot, WorkerMetrics};
+use crate::sched::{self, Core, NoopTrace, ParkPrep, Parts, Shared, Step, Worker};
+use crate::worker_id;
+
+/// A pool of worker threads running tasks of type `T` with one runner.
+///
+/// ```
+/// use magpie_runtime::{Executor, ExecutorConfig, WorkerCtx};
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+///
+/// // Count the nodes of a binary tree of depth 10, one task per node.
+/// let count = Arc::new(AtomicU64::new(0));
+/// let c = count.clone();
+/// let ex = Executor::new(
+///     ExecutorConfig { workers: 2, ..Default::default() },
+///     |_worker| (),
+///     move |depth: u32, ctx: &mut WorkerCtx<u32, ()>| {
+///         c.fetch_add(1, Ordering::Relaxed);
+///         if depth > 0 {
+///             ctx.spawn_local(depth - 1);
+///             ctx.spawn_local(depth - 1);
+///         }
+///     },
+/// );
+/// ex.spawn_external(10).unwrap();
+/// let metrics = ex.join();
+/// assert_eq!(count.load(Ordering::Relaxed), (1 << 11) - 1);
+/// assert_eq!(metrics.tasks_run(), (1 << 11) - 1);
+/// ```
+pub struct Executor<T: Send + 'static> {
+    shared: Arc<Shared<T>>,
+    threads: Vec<thread::JoinHandle<WorkerMetrics>>,
+}
+
+/// A cheap, cloneable handle for spawning from outside the workers.
+pub struct ExecutorHandle<T: Send + 'static> {
+    shared: Arc<Shared<T>>,
+}
+
+/// What a task sees while it runs: its worker's id, scratch space, RNG and
+/// metrics, and the spawn operations.
+pub struct WorkerCtx<T: Send + 'static, S> {
+    /// This worker's id, `0..workers`.
+    pub worker_id: usize,
+    /// The value `scratch_init(worker_id)` made for this worker.
+    pub scratch: S,
+    /// This worker's RNG (also used to pick steal victims).
+    pub rng: XorShift64,
+    /// This worker's scheduler counters, returned by `join`.
+    pub metrics: WorkerMetrics,
+    pub(crate) core: Core<T>,
+    pub(crate) shared: Arc<Shared<T>>,
+}
+
+impl<T: Send + 'static, S> Worker for WorkerCtx<T, S> {
+    type Task = T;
+
+    #[inline(always)]
+    fn parts(&mut self) -> Parts<'_, T> {
+        Parts {
+            core: &mut self.core,
+            shared: &self.shared,
+            rng: &mut self.rng,
+            metrics: &mut self.metrics,
+        }
+    }
+}
+
+impl<T: Send + 'static, S> WorkerCtx<T, S> {
+    pub(crate) fn from_parts(
+        worker_id: usize,
+        scratch: S,
+        rng: XorShift64,
+        core: Core<T>,
+        shared: Arc<Shared<T>>,
+    ) -> Self {
+        Self {
+            worker_id,
+            scratch,
+            rng,
+            metrics: WorkerMetrics::default(),
+            core,
+            shared,
+        }
+    }
+
+    /// Spawns a task onto this worker: into its LIFO slot (the previous
+    /// occupant moves to the ring, where other workers can steal it). Never
+    /// touches a shared counter. Every 32 local spawns a parked sibling is
+    /// woken (wake-on-hoard).
+    #[inline]
+    pub fn spawn_local(&mut self, task: T) {
+        self.parts().spawn_local(task);
+    }
+
+    /// Spawns a task onto the global queue, for any worker, and wakes a
+    /// parked worker.
+    pub fn spawn_global(&mut self, task: T) {
+        self.parts().spawn_global(task);
+    }
+
+    /// A handle for spawning from elsewhere (another thread, say).
+    pub fn handle(&self) -> ExecutorHandle<T> {
+        ExecutorHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Number of workers in this executor.
+    pub fn workers(&self) -> usize {
+        self.shared.workers
+    }
+}
+
+impl<T: Send + 'static, S> fmt::Debug for WorkerCtx<T, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WorkerCtx")
+            .field("worker_id", &self.worker_id)
+            .field("metrics", &self.metrics)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Send + 'static> Executor<T> {
+    /// Starts `cfg.workers` threads. Each calls `scratch_init(worker_id)` once,
+    /// on its own thread, then runs tasks with `runner` until [`join`] or
+    /// [`shutdown`].
+    ///
+    /// [`join`]: Executor::join
+    /// [`shutdown`]: Executor::shutdown
+    pub fn new<S, I, R>(cfg: ExecutorConfig, scratch_init: I, runner: R) -> Self
+    where
+        S: 'static,
+        I: Fn(usize) -> S + Send + Sync + 'static,
+        R: Fn(T, &mut WorkerCtx<T, S>) + Send + Sync + 'static,
+    {
+        let workers = cfg.workers.max(1);
+        let (shared, owned) = Shared::new(workers, cfg.steal_tries);
+        let shared = Arc::new(shared);
+        let scratch_init = Arc::new(scratch_init);
+        let runner = Arc::new(runner);
+        let cores = affinity::available_cores();
+        let threads = owned
+            .into_iter()
+            .enumerate()
+            .map(|(id, (local, parker))| {
+                let shared = shared.clone();
+                let scratch_init = scratch_init.clone();
+                let runner = runner.clone();
+                let cfg = cfg.clone();
+                thread::Builder::new()
+                    .name(format!("magpie-worker-{id}"))
+                    .spawn(move || {
+                        if cfg.pin_threads {
+                            // Best effort: a failure (a restricted cpuset, say)
+                            // leaves the thread unpinned, which is still correct.
+                            let _ = affinity::pin_current_thread(id % cores);
+                        }
+                        let scratch = scratch_init(id);
+                        worker_main(shared, id, local, parker, scratch, &cfg, &*runner)
+                    })
+                    .expect("failed to spawn a worker thread")
+            })
+            .collect();
+        Self { shared, threads }
+    }
+
+    /// A handle for spawning from other threads.
+    pub fn handle(&self) -> ExecutorHandle<T> {
+        ExecutorHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// Workers asleep right now (a diagnostic; racy by nature).
+    pub fn parked_workers(&self) -> usize {
+        self.shared.idle.num_parked()
+    }
+
+    /// Same as `self.handle().spawn(task)`.
+    pub fn spawn_external(&self, task: T) -> Result<(), T> {
+        spawn_one(&self.shared, task)
+    }
+
+    /// Same as `self.handle().spawn_batch(tasks)`.
+    pub fn spawn_external_batch(&self, tasks: Vec<T>) -> Result<(), Vec<T>> {
+        spawn_batch(&self.shared, tasks)
+    }
+
+    /// Stops the executor without draining: no new spawns are accepted,
+    /// workers stop after their current task, and tasks still queued are
+    /// dropped. Call [`join`](Executor::join) afterwards to collect the threads.
+    pub fn shutdown(&self) {
+        shutdown(&self.shared);
+    }
+
+    /// Closes the gate to outside spawns, waits until every task has run
+    /// (tasks may still spawn tasks until then), joins the threads and returns
+    /// their metrics. If a task panicked, the first panic is raised again here,
+    /// after every thread has been joined.
+    pub fn join(mut self) -> MetricsSnapshot {
+        if self.shared.gate.close() {
+            self.shared.initiate_done();
+        }
+        let metrics = self.join_threads();
+        if let Some(payload) = self.shared.take_panic() {
+            panic::resume_unwind(payload);
+        }
+        metrics
+    }
+
+    fn join_threads(&mut self) -> MetricsSnapshot {
+        let mut per_worker = Vec::with_capacity(self.threads.len());
+        let mut worker_panic = None;
+        for handle in self.threads.drain(..) {
+            match handle.join() {
+                Ok(m) => per_worker.push(m),
+                // The scheduler itself panicked (a bug): keep joining, then raise.
+                Err(payload) => {
+                    per_worker.push(WorkerMetrics::default());
+                    worker_panic.get_or_insert(payload);
+                }
+            }
+        }
+        if let Some(payload) = worker_panic {
+            panic::resume_unwind(payload);
+        }
+        MetricsSnapshot::from_workers(per_worker)
+    }
+}
+
+impl<T: Send + 'static> Drop for Executor<T> {
+    fn drop(&mut self) {
+        if self.threads.is_empty() {
+            return;
+        }
+        shutdown(&self.shared);
+        for handle in self.threads.drain(..) {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl<T: Send + 'static> fmt::Debug for Executor<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Executor")
+            .field("workers", &self.shared.workers)
+            .field("in_flight", &self.shared.gate.in_flight())
+            .field("accepting", &self.shared.gate.is_accepting())
+            .finish()
+    }
+}
+
+impl<T: Send + 'static> Clone for ExecutorHandle<T> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<T: Send + 'static> fmt::Debug for ExecutorHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExecutorHandle")
+            .field("accepting", &self.shared.gate.is_accepting())
+            .finish()
+    }
+}
+
+impl<T: Send + 'static> ExecutorHandle<T> {
+    /// Queues `task` for any worker. Gives it back once the executor stopped
+    /// accepting (after `join` began or `shutdown`).
+    pub fn spawn(&self, task: T) -> Result<(), T> {
+        spawn_one(&self.shared, task)
+    }
+
+    /// Queues all of `tasks` or none of them, under one lock, then wakes at
+    /// most one parked worker per task and never more than the worker count.
+    pub fn spawn_batch(&self, tasks: Vec<T>) -> Result<(), Vec<T>> {
+        spawn_batch(&self.shared, tasks)
+    }
+
+    /// Whether spawns are still accepted.
+    pub fn is_accepting(&self) -> bool {
+        self.shared.gate.is_accepting()
+    }
+
+    /// Same as [`Executor::shutdown`].
+    pub fn shutdown(&self) {
+        shutdown(&self.shared);
+    }
+}
+
+pub(crate) fn handle_from_shared<T: Send + 'static>(shared: Arc<Shared<T>>) -> ExecutorHandle<T> {
+    ExecutorHandle { shared }
+}
+
+fn spawn_one<T: Send + 'static>(shared: &Shared<T>, task: T) -> Result<(), T> {
+    // The gate's CAS checks "accepting" and counts the task in one step, so a
+    // spawn can never slip in after `join` closed the gate.
+    if !shared.gate.try_spawn(1) {
+        return Err(task);
+    }
+    if let Err(task) = shared.inject.push(task) {
+        // Closed by `shutdown` between the gate and the push.
+        if shared.gate.complete(1) {
+            shared.initiate_done();
+        }
+        return Err(task);
+    }
+    shared.notify_parked();
+    Ok(())
+}
+
+fn spawn_batch<T: Send + 'static>(shared: &Shared<T>, tasks: Vec<T>) -> Result<(), Vec<T>> {
+    let n = tasks.len();
+    if n == 0 {
+        return Ok(());
+    }
+    if !shared.gate.try_spawn(n as u64) {
+        return Err(tasks);
+    }
+    if let Err(tasks) = shared.inject.push_batch(tasks) {
+        if shared.gate.complete(n as u64) {
+            shared.initiate_done();
+        }
+        return Err(tasks);
+    }
+    // `unpark_one` refuses while a worker searches, and a woken worker counts
+    // as searching, so this wakes one worker; the searcher chain wakes the
+    // rest as they find work. The bound makes the promise explicit.
+    for _ in 0..n.min(shared.workers) {
+        if shared.notify_parked().is_none() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+fn shutdown<T: Send + 'static>(shared: &Shared<T>) {
+    let _ = shared.gate.close();
+    shared.initiate_done();
+}
+
+/// Nanoseconds since the first call in this process.
+fn monotonic_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    epoch.elapsed().as_nanos() as u64
+}
+
+/// What the threaded worker does when a step finds nothing (seed 000's tiers).
+#[derive(Debug)]
+struct TieredIdle {
+    rounds: u32,
+    spin_iters: u32,
+    first_timeout: Duration,
+    next_timeout: Duration,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum IdleAction {
+    Spin,
+    Yield,
+    Park(Duration),
+}
+
+impl TieredIdle {
+    fn new(cfg: &ExecutorConfig) -> Self {
+        Self {
+            rounds: 0,
+            spin_iters: cfg.spin_iters,
+            first_timeout: cfg.park_timeout,
+            next_timeout: cfg.park_timeout,
+        }
+    }
+
+    /// Work was found: start over at the spinning tier.
+    #[inline]
+    fn on_work(&mut self) {
+        self.rounds = 0;
+        self.next_timeout = self.first_timeout;
+    }
+
+    /// Spin for `spin_iters` rounds; past that, yield every 16th round and
+    /// park otherwise. Each consecutive park doubles the timeout, up to
+    /// `MAX_PARK_TIMEOUT`, so an idle executor all but stops waking.
+    fn next_action(&mut self) -> IdleAction {
+        self.rounds = self.rounds.saturating_add(1);
+        if self.rounds <= self.spin_iters {
+            return IdleAction::Spin;
+        }
+        if (self.rounds - self.spin_iters) % 16 == 1 {
+            return IdleAction::Yield;
+        }
+        let timeout = self.next_timeout;
+        self.next_timeout = (self.next_timeout * 2).min(MAX_PARK_TIMEOUT.max(self.first_timeout));
+        IdleAction::Park(timeout)
+    }
+}
+
+fn worker_main<T, S, R>(
+    shared: Arc<Shared<T>>,
+    id: usize,
+    local: Local<T>,
+    parker: Parker,
+    scratch: S,
+    cfg: &ExecutorConfig,
+    runner: &R,
+) -> WorkerMetrics
+where
+    T: Send + 'static,
+    R: Fn(T, &mut WorkerCtx<T, S>),
+{
+    let previous_id = worker_id::set_current_worker_id(Some(id));
+    let mut ctx = WorkerCtx {
+        worker_id: id,
+        scratch,
+        rng: XorShift64::new(cfg.seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        metrics: WorkerMetrics::default(),
+        core: Core::new(id, local, parker, monotonic_ns),
+        shared,
+    };
+    let mut trace = NoopTrace;
+    if sched::enter(&mut ctx) {
+        run_loop(&mut ctx, cfg, runner, &mut trace);
+    }
+    worker_id::set_current_worker_id(previous_id);
+    ctx.metrics.spurious_wakeups += ctx.core.parker.spurious_wakeups();
+    ctx.metrics
+}
+
+fn run_loop<T, S, R>(
+    ctx: &mut WorkerCtx<T, S>,
+    cfg: &ExecutorConfig,
+    runner: &R,
+    trace: &mut NoopTrace,
+) where
+    T: Send + 'static,
+    R: Fn(T, &mut WorkerCtx<T, S>),
+{
+    let mut idle = TieredIdle::new(cfg);
+    let mut just_woke = false;
+    loop {
+        match sched::step(ctx, trace, |ctx, task| run_task(ctx, runner, task)) {
+            Step::Ran => {
+                idle.on_work();
+                just_woke = false;
+            }
+            Step::Exit => return,
+            Step::Idle => {
+                if just_woke {
+                    ctx.metrics.idle_wakeups += 1;
+                    just_woke = false;
+                }
+                match idle.next_action() {
+                    IdleAction::Spin => hint::spin_loop(),
+                    IdleAction::Yield => thread::yield_now(),
+                    IdleAction::Park(timeout) => match sched::prepare_park(ctx, trace) {
+                        ParkPrep::Resume => idle.on_work(),
+                        ParkPrep::Exit => return,
+                        ParkPrep::Sleep => {
+                            let result = ctx.core.parker.park_timeout(timeout);
+                            if !sched::after_park(ctx, result, trace) {
+                                return;
+                            }
+                            just_woke = true;
+                        }
+                    },
+                }
+            }
+        }
+    }
+}
+
+/// Runs one task, catching its panic: the first is kept for `join`, and the
+/// worker carries on (no count is touched per task, so nothing needs fixing).
+#[inline]
+fn run_task<T, S, R>(ctx: &mut WorkerCtx<T, S>, runner: &R, task: T)
+where
+    T: Send + 'static,
+    R: Fn(T, &mut WorkerCtx<T, S>),
+{
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| runner(task, ctx))) {
+        ctx.metrics.panics += 1;
+        ctx.shared.record_panic(payload);
+    }
+}

@@ -1,0 +1,683 @@
+//! The one worker loop.
+//!
+//! Every kind of task magpie runs goes through the functions in this module:
+//! [`step`] finds one task and runs it, [`prepare_park`] and [`after_park`]
+//! bracket a worker's sleep. They never block and never read a clock on their
+//! own; the caller decides how to idle (the threaded executor spins, yields
+//! and parks; the simulator flips a virtual worker's state), which is what lets
+//! the deterministic simulator run exactly this code.
+//!
+//! The protocol, with the reasons for each step, is in `README.md` beside this
+//! file.
+
+use std::any::Any;
+
+use magpie_core::gate::Gate;
+use magpie_core::idle::Idle;
+use magpie_core::park::{ParkResult, Parker, Unparker};
+use magpie_core::queue::{self, Inject, LifoSlot, Local, Steal, LOCAL_QUEUE_CAPACITY};
+use magpie_core::rng::XorShift64;
+use magpie_core::sync::atomic::{AtomicBool, Ordering};
+use magpie_core::sync::Mutex;
+use magpie_core::CachePadded;
+
+use crate::metrics::WorkerMetrics;
+
+/// At most this many tasks in a row come from the LIFO slot before the ring
+/// gets a turn (seed 003): a task that keeps re-spawning itself into the slot
+/// cannot starve the queue.
+pub(crate) const MAX_LIFO_POLLS_PER_TICK: u32 = 3;
+/// Tasks per maintenance pass (seed 003's cooperative budget per tick): every
+/// this many tasks the worker re-measures task duration and adapts its global
+/// queue interval.
+pub(crate) const BUDGET_PER_TICK: u32 = 128;
+/// A worker wakes a sibling after this many local spawns (seed 000).
+pub(crate) const WAKE_ON_HOARD_THRESHOLD: u32 = 32;
+/// Bounds of the adaptive global-queue interval, in ticks (seed 003).
+pub(crate) const MIN_GLOBAL_INTERVAL: u32 = 8;
+/// See [`MIN_GLOBAL_INTERVAL`].
+pub(crate) const MAX_GLOBAL_INTERVAL: u32 = 255;
+/// The interval a worker starts with, before it has measured anything.
+pub(crate) const INITIAL_GLOBAL_INTERVAL: u32 = 61;
+/// The interval aims to check the global queue this often (seed 003: 1 ms).
+pub(crate) const TARGET_GLOBAL_LATENCY_NS: f64 = 1_000_000.0;
+/// Weight of a new sample in the task-duration average (seed 003).
+pub(crate) const EWMA_ALPHA: f64 = 0.1;
+
+/// Where a task came from; the simulator's trace records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// The worker's own LIFO slot.
+    Lifo,
+    /// The worker's own ring.
+    Local,
+    /// The global inject queue.
+    Global,
+    /// Another worker's ring or LIFO slot.
+    Steal {
+        /// The worker stolen from.
+        victim: usize,
+    },
+}
+
+/// Events the scheduler reports to a [`TraceHooks`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SchedEvent {
+    /// A task is about to run.
+    Run {
+        /// Where it came from.
+        source: Source,
+    },
+    /// The worker is going to sleep.
+    Park,
+    /// The worker aborted its park: work appeared during the final check.
+    ParkAborted,
+    /// The worker woke.
+    Wake {
+        /// `true` if a notification woke it, `false` for a timeout.
+        notified: bool,
+    },
+    /// The worker woke another worker.
+    Notify {
+        /// The woken worker.
+        target: usize,
+    },
+    /// The local ring overflowed into the global queue.
+    Overflow {
+        /// Tasks moved.
+        tasks: usize,
+    },
+    /// This worker's token release ended the executor.
+    Terminal,
+    /// The worker left its loop.
+    Exit,
+}
+
+/// Receives scheduler events. Production uses [`NoopTrace`], which compiles to
+/// nothing; the simulator records them.
+pub trait TraceHooks {
+    /// Called for every event, on the worker that caused it.
+    fn event(&mut self, worker: usize, event: SchedEvent);
+}
+
+/// Discards every event.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoopTrace;
+
+impl TraceHooks for NoopTrace {
+    #[inline(always)]
+    fn event(&mut self, _worker: usize, _event: SchedEvent) {}
+}
+
+/// State every worker shares, one per executor.
+pub(crate) struct Shared<T> {
+    pub(crate) inject: Inject<T>,
+    pub(crate) remotes: Box<[CachePadded<Remote<T>>]>,
+    pub(crate) idle: Idle,
+    /// Accepting bit + in-flight count. The count covers tasks in `inject`
+    /// plus one token per awake worker; see README.md, "Termination".
+    pub(crate) gate: Gate,
+    done: AtomicBool,
+    pub(crate) workers: usize,
+    pub(crate) steal_tries: u32,
+    panic: Mutex<Option<Box<dyn Any + Send + 'static>>>,
+}
+
+/// The parts of a worker that other workers touch.
+pub(crate) struct Remote<T> {
+    pub(crate) steal: Steal<T>,
+    pub(crate) lifo: LifoSlot<T>,
+    pub(crate) unparker: Unparker,
+}
+
+impl<T: Send + 'static> Shared<T> {
+    /// Builds the shared state and, for each worker, the parts it owns.
+    pub(crate) fn new(workers: usize, steal_tries: u32) -> (Self, Vec<(Local<T>, Parker)>) {
+        assert!(workers >= 1, "an executor needs at least one worker");
+        let mut owned = Vec::with_capacity(workers);
+        let mut remotes = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (local, steal) = queue::local();
+            let parker = Parker::new();
+            remotes.push(CachePadded::new(Remote {
+                steal,
+                lifo: LifoSlot::new(),
+                unparker: parker.unparker(),
+            }));
+            owned.push((local, parker));
+        }
+        let shared = Self {
+            inject: Inject::new(),
+            remotes: remotes.into_boxed_slice(),
+            idle: Idle::new(workers),
+            gate: Gate::new(),
+            done: AtomicBool::new(false),
+            workers,
+            steal_tries: steal_tries.max(1),
+            panic: Mutex::new(None),
+        };
+        (shared, owned)
+    }
+
+    /// Whether the executor has finished (terminal gate) or been shut down.
+    #[inline]
+    pub(crate) fn is_done(&self) -> bool {
+        // Acquire: pairs with the Release store in `initiate_done`, so a worker
+        // that sees `done` also sees the closed inject queue.
+        self.done.load(Ordering::Acquire)
+    }
+
+    /// Stops every worker: sets `done`, closes the inject queue and wakes all.
+    pub(crate) fn initiate_done(&self) {
+        // Release: pairs with the Acquire load in `is_done`.
+        self.done.store(true, Ordering::Release);
+        self.inject.close();
+        let _ = self.idle.unpark_all();
+        // Unpark everyone, parked or not: a worker between its last check and
+        // its futex wait finds the notification and returns at once.
+        for remote in self.remotes.iter() {
+            remote.unparker.unpark();
+        }
+    }
+
+    /// Wakes one parked worker if nobody is searching. Returns the woken id.
+    #[inline]
+    pub(crate) fn notify_parked(&self) -> Option<usize> {
+        let id = self.idle.unpark_one()?;
+        self.remotes[id].unparker.unpark();
+        Some(id)
+    }
+
+    /// Whether any task sits where another worker could take it: the inject
+    /// queue, a ring or a LIFO slot. Used by the last searcher before it sleeps.
+    pub(crate) fn has_visible_work(&self) -> bool {
+        !self.inject.is_empty()
+            || self
+                .remotes
+                .iter()
+                .any(|r| !r.steal.is_empty() || !r.lifo.is_empty())
+    }
+
+    /// Keeps the first panic; later ones are dropped.
+    pub(crate) fn record_panic(&self, payload: Box<dyn Any + Send + 'static>) {
+        let mut slot = self.panic.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(payload);
+        }
+    }
+
+    /// Takes the first recorded panic, if any.
+    pub(crate) fn take_panic(&self) -> Option<Box<dyn Any + Send + 'static>> {
+        self.panic.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// A monotonic clock in nanoseconds. The threaded executor reads `Instant`;
+/// the simulator counts steps.
+pub(crate) type ClockFn = fn() -> u64;
+
+/// The scheduling state one worker owns.
+pub(crate) struct Core<T> {
+    pub(crate) id: usize,
+    pub(crate) local: Local<T>,
+    pub(crate) parker: Parker,
+    /// Counted in `Idle`'s searching number.
+    is_searching: bool,
+    /// Holds one count of the gate (see README.md, "Termination").
+    has_token: bool,
+    lifo_polls: u32,
+    tick: u32,
+    global_interval: u32,
+    ewma_task_ns: f64,
+    budget_used: u32,
+    batch_start_ns: u64,
+    /// The next task starts a fresh measurement batch (the worker was idle).
+    batch_fresh: bool,
+    spawns_since_wake: u32,
+    clock: ClockFn,
+}
+
+impl<T: Send + 'static> Core<T> {
+    pub(crate) fn new(id: usize, local: Local<T>, parker: Parker, clock: ClockFn) -> Self {
+        Self {
+            id,
+            local,
+            parker,
+            is_searching: false,
+            has_token: false,
+            lifo_polls: 0,
+            tick: 0,
+            global_interval: INITIAL_GLOBAL_INTERVAL,
+            ewma_task_ns: TARGET_GLOBAL_LATENCY_NS / f64::from(INITIAL_GLOBAL_INTERVAL),
+            budget_used: 0,
+            batch_start_ns: 0,
+            batch_fresh: true,
+            spawns_since_wake: 0,
+            clock,
+        }
+    }
+
+    /// The current adaptive global-queue interval, in ticks.
+    pub(crate) fn global_interval(&self) -> u32 {
+        self.global_interval
+    }
+
+    /// Folds one batch's mean task duration into the average and derives the
+    /// interval: `TARGET / avg`, clamped to `[MIN, MAX]`.
+    fn record_batch(&mut self, mean_task_ns: f64) {
+        self.ewma_task_ns = EWMA_ALPHA * mean_task_ns + (1.0 - EWMA_ALPHA) * self.ewma_task_ns;
+        let ideal = TARGET_GLOBAL_LATENCY_NS / self.ewma_task_ns.max(1.0);
+        self.global_interval =
+            (ideal as u32).clamp(MIN_GLOBAL_INTERVAL, MAX_GLOBAL_INTERVAL);
+    }
+
+    /// One task is about to run: advance the budget and, once per
+    /// [`BUDGET_PER_TICK`] tasks, run the maintenance pass.
+    #[inline]
+    fn account_task(&mut self) {
+        if self.batch_fresh {
+            self.batch_fresh = false;
+            self.budget_used = 0;
+            self.batch_start_ns = (self.clock)();
+        }
+        self.budget_used += 1;
+        if self.budget_used == BUDGET_PER_TICK {
+            self.maintenance();
+        }
+    }
+
+    #[cold]
+    fn maintenance(&mut self) {
+        let now = (self.clock)();
+        let mean = now.saturating_sub(self.batch_start_ns) as f64 / f64::from(BUDGET_PER_TICK);
+        self.record_batch(mean);
+        self.batch_start_ns = now;
+        self.budget_used = 0;
+    }
+}
+
+/// What a worker hands the scheduler: its core, the shared state, its RNG and
+/// its metrics, borrowed at once.
+pub(crate) struct Parts<'a, T> {
+    pub(crate) core: &'a mut Core<T>,
+    pub(crate) shared: &'a Shared<T>,
+    pub(crate) rng: &'a mut XorShift64,
+    pub(crate) metrics: &'a mut WorkerMetrics,
+}
+
+/// A worker as the loop sees it. The typed executor's `WorkerCtx` and the
+/// async runtime's worker both implement it.
+pub(crate) trait Worker {
+    type Task: Send + 'static;
+    fn parts(&mut self) -> Parts<'_, Self::Task>;
+}
+
+/// What one call of [`step`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Ran a task.
+    Ran,
+    /// Found nothing anywhere; the caller idles (spin, yield or park).
+    Idle,
+    /// The executor is done; leave the loop.
+    Exit,
+}
+
+impl<T: Send + 'static> Parts<'_, T> {
+    /// Steps 1-3 of the search: global first every `global_interval` ticks,
+    /// then the LIFO slot (capped), the ring, and a global batch fetch.
+    #[inline]
+    fn next_task(&mut self) -> Option<(T, Source)> {
+        let core = &mut *self.core;
+        core.tick = core.tick.wrapping_add(1);
+        if core.tick % core.global_interval == 0 {
+            if let Some(task) = self.pop_global() {
+                return Some((task, Source::Global));
+            }
+        }
+        let core = &mut *self.core;
+        let lifo = &self.shared.remotes[core.id].lifo;
+        if core.lifo_polls < MAX_LIFO_POLLS_PER_TICK {
+            if let Some(task) = lifo.take() {
+                core.lifo_polls += 1;
+                return Some((task, Source::Lifo));
+            }
+        }
+        if let Some(task) = core.local.pop() {
+            core.lifo_polls = 0;
+            return Some((task, Source::Local));
+        }
+        // The ring is empty: the LIFO cap has nothing left to protect.
+        if let Some(task) = lifo.take() {
+            core.lifo_polls = 1;
+            return Some((task, Source::Lifo));
+        }
+        self.pop_global().map(|task| (task, Source::Global))
+    }
+
+    /// A fair-share batch from the global queue: one task to run, the rest
+    /// into the ring. The batch's counts move from the gate to our token.
+    fn pop_global(&mut self) -> Option<T> {
+        let shared = self.shared;
+        if shared.inject.is_empty() {
+            return None;
+        }
+        let (task, moved) = shared
+            .inject
+            .pop_batch_into(&mut self.core.local, shared.workers)?;
+        let taken = moved + 1;
+        self.core.lifo_polls = 0;
+        self.metrics.global_batches += 1;
+        self.metrics.global_tasks += taken as u64;
+        debug_assert!(self.core.has_token, "only a token holder takes from the global queue");
+        // The tasks are now covered by this worker's token, so the count cannot
+        // reach zero here.
+        let terminal = shared.gate.complete(taken as u64);
+        debug_assert!(!terminal, "a worker holding a token ended the gate");
+        Some(task)
+    }
+
+    /// Steps 4-5: become a searcher (refused when half the workers already
+    /// search), steal half from random victims, then look at the global queue
+    /// one last time.
+    fn steal_work(&mut self) -> Option<(T, Source)> {
+        let shared = self.shared;
+        let workers = shared.workers;
+        if workers > 1 {
+            if !self.core.is_searching {
+                if !shared.idle.try_transition_to_searching() {
+                    return None;
+                }
+                self.core.is_searching = true;
+            }
+            let me = self.core.id;
+            for _ in 0..shared.steal_tries {
+                let mut victim = self.rng.next_usize(workers - 1);
+                if victim >= me {
+                    victim += 1;
+                }
+                self.metrics.steal_attempts += 1;
+                let remote = &shared.remotes[victim];
+                if let Some((task, moved)) = remote.steal.steal_into(&mut self.core.local) {
+                    self.metrics.steal_successes += 1;
+                    self.metrics.tasks_stolen += moved as u64 + 1;
+                    self.core.lifo_polls = 0;
+                    return Some((task, Source::Steal { victim }));
+                }
+                if let Some(task) = remote.lifo.steal() {
+                    self.metrics.steal_successes += 1;
+                    self.metrics.tasks_stolen += 1;
+                    self.core.lifo_polls = 0;
+                    return Some((task, Source::Steal { victim }));
+                }
+            }
+        }
+        self.pop_global().map(|task| (task, Source::Global))
+    }
+
+    /// Puts a task in this worker's ring; when the ring is full, half of it
+    /// plus the task go to the global queue, and the gate counts them first.
+    #[inline]
+    pub(crate) fn push_local(&mut self, task: T) {
+        let shared = self.shared;
+        if self.core.local.remaining_slots() > 0 {
+            // Only this thread pushes, and stealers only free slots: it fits.
+            let moved = self.core.local.push_back_or_overflow(task, &shared.inject);
+            debug_assert_eq!(moved, 0);
+            return;
+        }
+        self.push_overflow(task);
+    }
+
+    #[cold]
+    fn push_overflow(&mut self, task: T) {
+        let shared = self.shared;
+        // Count the most an overflow can move before any of it is visible in
+        // the global queue, so a worker popping it can never drive the count
+        // below the tokens still held; give back what did not move.
+        let reserve = (LOCAL_QUEUE_CAPACITY / 2 + 1) as u64;
+        shared.gate.spawn_internal(reserve);
+        let moved = self.core.local.push_back_or_overflow(task, &shared.inject) as u64;
+        debug_assert!(moved <= reserve);
+        if moved < reserve {
+            let terminal = shared.gate.complete(reserve - moved);
+            debug_assert!(!terminal, "a worker holding a token ended the gate");
+        }
+        if moved > 0 {
+            self.metrics.overflows += 1;
+            self.metrics.overflow_tasks += moved;
+            if let Some(target) = shared.notify_parked() {
+                let _ = target;
+                self.metrics.unparks += 1;
+            }
+        }
+    }
+
+    /// A task spawned by the running task: into the LIFO slot, evicting the
+    /// previous occupant to the ring. Wakes a sibling every
+    /// [`WAKE_ON_HOARD_THRESHOLD`] spawns so one worker cannot hoard work while
+    /// others sleep.
+    #[inline]
+    pub(crate) fn spawn_local(&mut self, task: T) {
+        self.core.spawns_since_wake += 1;
+        if self.core.spawns_since_wake >= WAKE_ON_HOARD_THRESHOLD {
+            self.wake_on_hoard();
+        }
+        let lifo = &self.shared.remotes[self.core.id].lifo;
+        match lifo.push(task) {
+            Ok(None) => {}
+            Ok(Some(evicted)) => self.push_local(evicted),
+            // Only the owner parks, and it is running this task: unreachable in
+            // the loop, but routing to the ring is correct anyway.
+            Err(task) => self.push_local(task),
+        }
+    }
+
+    #[cold]
+    fn wake_on_hoard(&mut self) {
+        self.core.spawns_since_wake = 0;
+        if self.shared.notify_parked().is_some() {
+            self.metrics.wake_on_hoard += 1;
+            self.metrics.unparks += 1;
+        }
+    }
+
+    /// A task for any worker: counted by the gate, pushed to the global queue,
+    /// and a parked worker woken. Dropped if the executor was shut down.
+    pub(crate) fn spawn_global(&mut self, task: T) {
+        let shared = self.shared;
+        debug_assert!(self.core.has_token);
+        shared.gate.spawn_internal(1);
+        match shared.inject.push(task) {
+            Ok(()) => {
+                if shared.notify_parked().is_some() {
+                    self.metrics.unparks += 1;
+                }
+            }
+            Err(task) => {
+                // Shut down: the task is dropped, as in-flight tasks are.
+                drop(task);
+                let _ = shared.gate.complete(1);
+            }
+        }
+    }
+}
+
+/// What [`find_task`] found.
+pub(crate) enum Found<T> {
+    /// A task to run now.
+    Task(T),
+    /// Nothing anywhere; the caller idles (spin, yield or park).
+    Idle,
+    /// The executor is done; leave the loop.
+    Exit,
+}
+
+/// Finds one task, doing the bookkeeping that goes with starting it (leaving
+/// the searching state, the maintenance budget). Never blocks. The caller
+/// runs the task; splitting the two lets the async worker release its core
+/// while a future polls.
+#[inline]
+pub(crate) fn find_task<W, Tr>(worker: &mut W, trace: &mut Tr) -> Found<W::Task>
+where
+    W: Worker,
+    Tr: TraceHooks,
+{
+    let mut parts = worker.parts();
+    if parts.shared.is_done() {
+        return Found::Exit;
+    }
+    let found = match parts.next_task() {
+        Some(found) => Some(found),
+        None => parts.steal_work(),
+    };
+    let Some((task, source)) = found else {
+        parts.core.batch_fresh = true;
+        return Found::Idle;
+    };
+    match source {
+        Source::Lifo => parts.metrics.tasks_lifo += 1,
+        Source::Local => parts.metrics.tasks_local += 1,
+        Source::Global => parts.metrics.tasks_global += 1,
+        Source::Steal { .. } => parts.metrics.tasks_steal += 1,
+    }
+    let id = parts.core.id;
+    if parts.core.is_searching {
+        parts.core.is_searching = false;
+        // The last searcher to find work wakes another, so one searcher stays
+        // awake for as long as work keeps appearing.
+        if parts.shared.idle.transition_from_searching() {
+            if let Some(target) = parts.shared.notify_parked() {
+                parts.metrics.unparks += 1;
+                trace.event(id, SchedEvent::Notify { target });
+            }
+        }
+    }
+    parts.core.account_task();
+    trace.event(id, SchedEvent::Run { source });
+    Found::Task(task)
+}
+
+/// Finds one task and runs it with `run`. Never blocks.
+#[inline]
+pub(crate) fn step<W, Tr, R>(worker: &mut W, trace: &mut Tr, run: R) -> Step
+where
+    W: Worker,
+    Tr: TraceHooks,
+    R: FnOnce(&mut W, W::Task),
+{
+    match find_task(worker, trace) {
+        Found::Task(task) => {
+            run(worker, task);
+            Step::Ran
+        }
+        Found::Idle => Step::Idle,
+        Found::Exit => Step::Exit,
+    }
+}
+
+/// What [`prepare_park`] decided.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ParkPrep {
+    /// Go to sleep; call [`after_park`] on waking.
+    Sleep,
+    /// Work turned up during the final checks; go back to [`step`].
+    Resume,
+    /// This worker ended the executor, or it is done; leave the loop.
+    Exit,
+}
+
+/// The park sequence up to the sleep itself (README.md, "Parking"):
+/// close the LIFO slot, register as parked, re-check every queue if this was
+/// the last searcher, then give back the gate token.
+pub(crate) fn prepare_park<W: Worker, Tr: TraceHooks>(worker: &mut W, trace: &mut Tr) -> ParkPrep {
+    let parts = worker.parts();
+    let shared = parts.shared;
+    let core = parts.core;
+    let id = core.id;
+    if shared.is_done() {
+        return ParkPrep::Exit;
+    }
+    let lifo = &shared.remotes[id].lifo;
+    // 1. From here on no push can land in our LIFO slot unseen: the flag and
+    //    the take are one atomic step.
+    if let Some(task) = lifo.begin_park() {
+        lifo.end_park();
+        let mut parts = worker.parts();
+        parts.push_local(task);
+        trace.event(id, SchedEvent::ParkAborted);
+        return ParkPrep::Resume;
+    }
+    debug_assert!(core.local.is_empty(), "a worker parks only with an empty ring");
+    // 2. Register as parked. Notifiers that come after this see us.
+    let was_last_searcher = shared.idle.transition_to_parked(id, core.is_searching);
+    core.is_searching = false;
+    // 3. The last searcher re-checks everything: a task pushed while it was
+    //    deciding to park found a searcher and woke nobody.
+    if was_last_searcher && shared.has_visible_work() {
+        if !shared.idle.unpark(id) {
+            // A notifier already took us out of the parked set and counted us
+            // as searching; its unpark is pending on our parker.
+            core.is_searching = true;
+        }
+        lifo.end_park();
+        trace.event(id, SchedEvent::ParkAborted);
+        return ParkPrep::Resume;
+    }
+    // 4. Give back the token. If that ends the gate, this worker is the one
+    //    that observes termination and stops everybody.
+    debug_assert!(core.has_token);
+    core.has_token = false;
+    parts.metrics.parks += 1;
+    if shared.gate.complete(1) {
+        trace.event(id, SchedEvent::Terminal);
+        shared.initiate_done();
+        return ParkPrep::Exit;
+    }
+    trace.event(id, SchedEvent::Park);
+    ParkPrep::Sleep
+}
+
+/// The worker woke (`result` says why). Reopens the LIFO slot, leaves the
+/// parked set, and takes a gate token back. `false`: leave the loop.
+pub(crate) fn after_park<W: Worker, Tr: TraceHooks>(
+    worker: &mut W,
+    result: ParkResult,
+    trace: &mut Tr,
+) -> bool {
+    let parts = worker.parts();
+    let shared = parts.shared;
+    let core = parts.core;
+    let id = core.id;
+    trace.event(
+        id,
+        SchedEvent::Wake {
+            notified: matches!(result, ParkResult::Notified),
+        },
+    );
+    shared.remotes[id].lifo.end_park();
+    if !shared.idle.unpark(id) {
+        // Woken by `unpark_one`, which counted us as a searcher.
+        core.is_searching = true;
+    }
+    if shared.is_done() || !shared.gate.try_enter() {
+        // `try_enter` fails only on a terminal gate, whose observer is setting
+        // `done` and waking everyone.
+        trace.event(id, SchedEvent::Exit);
+        return false;
+    }
+    core.has_token = true;
+    true
+}
+
+/// A worker's first act: take a gate token. `false` if the executor already
+/// ended (joined before this thread started).
+pub(crate) fn enter<W: Worker>(worker: &mut W) -> bool {
+    let parts = worker.parts();
+    if parts.shared.gate.try_enter() {
+        parts.core.has_token = true;
+        true
+    } else {
+        false
+    }
+}
