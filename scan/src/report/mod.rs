@@ -192,6 +192,9 @@ impl Reporter {
     /// then the summary on `stderr` (errors writing the summary are ignored:
     /// stderr is best effort). A broken output pipe is
     /// [`ScanError::BrokenPipe`].
+    ///
+    /// Finish the [`ProgressDisplay`] first, so the summary does not land in
+    /// the middle of the bar.
     pub fn finish(
         mut self,
         mut findings: Vec<Finding>,
@@ -204,6 +207,10 @@ impl Reporter {
             None => 0,
         };
         summary.findings = findings.len() as u64;
+        if !self.metrics {
+            // The counters are shown (on stderr and in json) only with --metrics.
+            summary.metrics.clear();
+        }
         write_report(&mut *self.out, self.format, &findings, &summary, &self.opts)
             .map_err(|e| ScanError::output(self.out_name.clone(), e))?;
         let _ = summary.write_text(stderr, self.stderr_color, self.metrics);
