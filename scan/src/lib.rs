@@ -3,6 +3,12 @@
 //! magpie's secret scanner. Not yet written: see issue 5.
 #![forbid(unsafe_code)]
 
+pub mod archive;
+pub mod pool;
+pub mod skip;
+pub mod source;
+pub mod walk;
+
 /// Runs the scanner with the given command-line arguments.
 ///
 /// Returns the process exit code: 0 clean, 1 findings, 2 error.
