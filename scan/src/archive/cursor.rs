@@ -52,6 +52,23 @@ impl Meter {
     pub(crate) fn charge_discarded(&mut self, n: u64) -> Result<(), ArchiveError> {
         self.charge(n)
     }
+
+    /// Bytes the archive and root budgets still allow, or the error of the
+    /// one that is spent.
+    pub(crate) fn room(&self) -> Result<u64, ArchiveError> {
+        let archive = self
+            .limits
+            .max_archive_bytes
+            .saturating_sub(self.archive_bytes);
+        if archive == 0 {
+            return Err(budget_error(ByteScope::Archive));
+        }
+        let root = self.root.remaining();
+        if root == 0 {
+            return Err(budget_error(ByteScope::Root));
+        }
+        Ok(archive.min(root))
+    }
 }
 
 fn budget_error(scope: ByteScope) -> ArchiveError {
@@ -410,20 +427,11 @@ impl Inner {
             } else {
                 self.body.open_member().err()
             };
-            if !h.is_file || member_error.is_some() {
+            if !h.is_file {
                 if let Err(e) = self.body.skip_rest(&mut self.meter) {
                     return Err(self.fail(e.with_member(&h.name)));
                 }
-                match member_error {
-                    None => continue,
-                    Some(e) => {
-                        let e = e.with_member(&h.name);
-                        return Err(match e.scope() {
-                            ErrorScope::Member => e,
-                            ErrorScope::Archive => self.fail(e),
-                        });
-                    }
-                }
+                continue;
             }
             self.member = Some(Member {
                 name: h.name.clone(),
@@ -431,8 +439,14 @@ impl Inner {
                 handed: 0,
                 peek: Vec::new(),
                 peek_pos: 0,
-                ended: false,
+                ended: member_error.is_some(),
             });
+            if let Some(e) = member_error {
+                // The member stays current, ended: the next call skips it, so
+                // the caller learns about this member before any cost of
+                // getting past it.
+                return Err(self.fail(e));
+            }
             // Peek at the first bytes to tell a nested archive; they are
             // replayed by read_member.
             let mut peek = vec![0u8; SNIFF_LEN];

@@ -191,7 +191,8 @@ impl Stream {
         }
         let mut scratch = [0u8; 8192];
         while n > 0 {
-            let want = usize::try_from(n).map_or(scratch.len(), |n| n.min(scratch.len()));
+            let room = n.min(meter.room()?);
+            let want = usize::try_from(room).map_or(scratch.len(), |n| n.min(scratch.len()));
             let got = self
                 .read(&mut scratch[..want])
                 .map_err(|e| ArchiveError::from_io(&e, ErrorScope::Archive))?;
