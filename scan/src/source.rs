@@ -114,6 +114,13 @@ fn open_error(path: &Path, err: &io::Error, nofollow: bool) -> SkipReason {
             Ok(m) if m.file_type().is_symlink() => SkipReason::BrokenSymlink,
             _ => SkipReason::Vanished,
         },
+        // Opening a socket says ENXIO: name what the path is.
+        Some(libc::ENXIO) => match std::fs::metadata(path) {
+            Ok(m) if !m.file_type().is_file() => {
+                SkipReason::SpecialFile(SpecialKind::of(m.file_type()))
+            }
+            _ => SkipReason::from_io(err),
+        },
         _ => SkipReason::from_io(err),
     }
 }
