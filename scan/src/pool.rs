@@ -349,3 +349,64 @@ mod tests {
         assert!(taken.load(Ordering::Relaxed) > 0);
     }
 }
+
+/// Loom model of the take/return protocol (run with
+/// `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
+/// CARGO_TARGET_DIR=target/loom cargo test -p scan --release --lib pool::loom`).
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+
+    /// One buffer; the main thread returns it while another thread tries to
+    /// take it. The taker either finds the pool empty or gets the buffer,
+    /// never an empty slot; at the end the buffer is back exactly once.
+    // broken-variant: pool_publish_before_return
+    #[test]
+    fn returned_buffer_is_taken_whole_or_not_at_all() {
+        loom::model(|| {
+            let pool = BufferPool::new(1, 4);
+            let mut held = pool.try_get().unwrap();
+            held.full_mut()[0] = 7;
+            let other = pool.clone();
+            let taker = loom::thread::spawn(move || match other.try_get() {
+                Some(b) => {
+                    assert_eq!(b.capacity(), 4);
+                    1
+                }
+                None => 0,
+            });
+            drop(held);
+            let taken = taker.join().unwrap();
+            assert!(taken <= 1);
+            assert_eq!(pool.available(), 1, "the buffer is back exactly once");
+            let again = pool.try_get().expect("buffer back in its slot");
+            assert!(pool.try_get().is_none());
+            drop(again);
+        });
+    }
+
+    /// Two takers race for two buffers while one is returned: every buffer is
+    /// handed to at most one holder at a time and all come back.
+    #[test]
+    fn racing_takers_never_share_a_buffer() {
+        loom::model(|| {
+            let pool = BufferPool::new(2, 1);
+            let first = pool.try_get().unwrap();
+            let handles: Vec<_> = (0..2)
+                .map(|_| {
+                    let p = pool.clone();
+                    loom::thread::spawn(move || p.try_get().map(|b| b.slot()))
+                })
+                .collect();
+            drop(first);
+            let slots: Vec<usize> = handles
+                .into_iter()
+                .filter_map(|h| h.join().unwrap())
+                .collect();
+            if slots.len() == 2 {
+                assert_ne!(slots[0], slots[1]);
+            }
+            assert_eq!(pool.available(), 2);
+        });
+    }
+}

@@ -24,6 +24,10 @@ fn open(
     ArchiveCursor::open(f, kind, 1, limits, RootBudget::new(limits.max_root_bytes)).unwrap()
 }
 
+fn open_default(dir: &Path, name: &str, bytes: &[u8], kind: ArchiveKind) -> ArchiveCursor {
+    open(dir, name, bytes, kind, &ArchiveLimits::default())
+}
+
 fn run(
     dir: &Path,
     name: &str,
@@ -41,6 +45,16 @@ fn run(
             .push((name.as_bytes().to_vec(), e.skip_reason())),
     }
     out
+}
+
+fn run_default(dir: &Path, name: &str, bytes: &[u8]) -> Outcome {
+    run(
+        dir,
+        name,
+        bytes,
+        ArchivePolicy::Skip,
+        &ArchiveLimits::default(),
+    )
 }
 
 fn read_all(c: &mut ArchiveCursor) -> Result<Vec<u8>, scan::archive::ArchiveError> {
@@ -65,13 +79,7 @@ fn zip_members_stream_with_names_and_contents() {
         ZipEntry::new(b"empty", b""),
     ]);
     assert_eq!(sniff(&bytes), Some(ArchiveKind::Zip));
-    let out = run(
-        dir.path(),
-        "app.jar",
-        &bytes,
-        ArchivePolicy::Skip,
-        &ArchiveLimits::default(),
-    );
+    let out = run_default(dir.path(), "app.jar", &bytes);
     assert_eq!(
         out.paths(),
         ["app.jar!dir/a.txt", "app.jar!b.bin", "app.jar!empty"]
@@ -102,13 +110,7 @@ fn zips_written_by_the_zip_crate_read_back_including_data_descriptors() {
         ("s.zip", seekable, vec!["s.zip!x/one.env", "s.zip!two.txt"]),
         ("t.zip", streamed, vec!["t.zip!streamed.txt"]),
     ] {
-        let out = run(
-            dir.path(),
-            name,
-            &bytes,
-            ArchivePolicy::Skip,
-            &ArchiveLimits::default(),
-        );
+        let out = run_default(dir.path(), name, &bytes);
         assert_eq!(out.paths(), want);
         assert!(out.skipped.is_empty(), "{:?}", out.skipped);
     }
@@ -180,13 +182,7 @@ fn tar_members_stream_in_order_with_long_names_and_no_directories() {
     }
     let bytes = b.into_inner().unwrap();
     assert_eq!(sniff(&bytes), Some(ArchiveKind::Tar));
-    let out = run(
-        dir.path(),
-        "t.tar",
-        &bytes,
-        ArchivePolicy::Skip,
-        &ArchiveLimits::default(),
-    );
+    let out = run_default(dir.path(), "t.tar", &bytes);
     let want_long = format!("t.tar!{long}");
     assert_eq!(
         out.paths(),
@@ -213,13 +209,7 @@ fn pax_path_records_name_members() {
     h.set_entry_type(tar::EntryType::Regular);
     b.append_data(&mut h, "short-name", &b"body"[..]).unwrap();
     let bytes = b.into_inner().unwrap();
-    let out = run(
-        dir.path(),
-        "p.tar",
-        &bytes,
-        ArchivePolicy::Skip,
-        &ArchiveLimits::default(),
-    );
+    let out = run_default(dir.path(), "p.tar", &bytes);
     assert_eq!(out.paths(), ["p.tar!pax/\u{e9}t\u{e9}.env"]);
 }
 
@@ -228,24 +218,12 @@ fn gzip_single_file_is_one_member_named_from_its_header_or_the_archive() {
     let dir = tempfile::tempdir().unwrap();
     let named = gzip(b"AWS_SECRET=abc", Some(b"creds.env"));
     assert_eq!(sniff(&named), Some(ArchiveKind::Gzip));
-    let out = run(
-        dir.path(),
-        "x.gz",
-        &named,
-        ArchivePolicy::Skip,
-        &ArchiveLimits::default(),
-    );
+    let out = run_default(dir.path(), "x.gz", &named);
     assert_eq!(out.paths(), ["x.gz!creds.env"]);
     assert_eq!(out.file(b"x.gz!creds.env"), Some(&b"AWS_SECRET=abc"[..]));
 
     let unnamed = gzip(b"plain", None);
-    let out = run(
-        dir.path(),
-        "notes.txt.gz",
-        &unnamed,
-        ArchivePolicy::Skip,
-        &ArchiveLimits::default(),
-    );
+    let out = run_default(dir.path(), "notes.txt.gz", &unnamed);
     assert_eq!(out.paths(), ["notes.txt.gz!notes.txt"]);
 }
 
@@ -257,26 +235,14 @@ fn tar_gz_is_recognised_from_content_even_when_opened_as_gzip() {
         None,
     );
     assert_eq!(sniff(&bytes), Some(ArchiveKind::TarGz));
-    let mut c = open(
-        dir.path(),
-        "a.bin",
-        &bytes,
-        ArchiveKind::Gzip,
-        &ArchiveLimits::default(),
-    );
+    let mut c = open_default(dir.path(), "a.bin", &bytes, ArchiveKind::Gzip);
     assert_eq!(c.kind(), ArchiveKind::TarGz);
     let mut out = Outcome::default();
     drain(&mut c, Path::new("a.tgz"), ArchivePolicy::Skip, &mut out);
     assert_eq!(out.paths(), ["a.tgz!etc/app.conf", "a.tgz!b"]);
     // A plain gzip opened as TarGz is read as what it is.
     let plain = gzip(b"not a tar", None);
-    let c = open(
-        dir.path(),
-        "p.gz",
-        &plain,
-        ArchiveKind::TarGz,
-        &ArchiveLimits::default(),
-    );
+    let c = open_default(dir.path(), "p.gz", &plain, ArchiveKind::TarGz);
     assert_eq!(c.kind(), ArchiveKind::Gzip);
 }
 
@@ -289,13 +255,7 @@ fn member_names_that_are_not_utf8_survive_byte_for_byte() {
     for (file, bytes) in [("n.zip", zip), ("n.tar", tar)] {
         let mut want = format!("{file}!").into_bytes();
         want.extend_from_slice(name);
-        let out = run(
-            dir.path(),
-            file,
-            &bytes,
-            ArchivePolicy::Skip,
-            &ArchiveLimits::default(),
-        );
+        let out = run_default(dir.path(), file, &bytes);
         assert_eq!(out.files.len(), 1, "{file}");
         assert_eq!(out.files[0].0, want, "{file}");
     }
@@ -369,13 +329,7 @@ fn nested_cursor_fails_once_its_parent_moves_on() {
     let dir = tempfile::tempdir().unwrap();
     let inner = tar_bytes(&[(b"x", &[1u8; 5000][..]), (b"y", b"2")]);
     let outer = tar_bytes(&[(b"in.tar", &inner), (b"after", b"3")]);
-    let mut c = open(
-        dir.path(),
-        "o.tar",
-        &outer,
-        ArchiveKind::Tar,
-        &ArchiveLimits::default(),
-    );
+    let mut c = open_default(dir.path(), "o.tar", &outer, ArchiveKind::Tar);
     let info = c.next_member().unwrap().unwrap();
     assert_eq!(info.is_nested_archive, Some(ArchiveKind::Tar));
     let mut child = c.open_nested(ArchiveKind::Tar).unwrap();
@@ -393,13 +347,7 @@ fn open_nested_refuses_a_member_already_partly_read() {
     let dir = tempfile::tempdir().unwrap();
     let inner = tar_bytes(&[(b"x", b"1")]);
     let outer = tar_bytes(&[(b"in.tar", &inner)]);
-    let mut c = open(
-        dir.path(),
-        "o.tar",
-        &outer,
-        ArchiveKind::Tar,
-        &ArchiveLimits::default(),
-    );
+    let mut c = open_default(dir.path(), "o.tar", &outer, ArchiveKind::Tar);
     c.next_member().unwrap().unwrap();
     let mut two = [0u8; 2];
     assert_eq!(c.read_member(&mut two).unwrap(), 2);
@@ -464,13 +412,7 @@ fn encrypted_zip_member_is_skipped_and_partial_reads_the_rest() {
         aes,
         ZipEntry::new(b"b", b"2"),
     ]);
-    let out = run(
-        dir.path(),
-        "e.zip",
-        &bytes,
-        ArchivePolicy::Partial,
-        &ArchiveLimits::default(),
-    );
+    let out = run_policy(dir.path(), "e.zip", &bytes, ArchivePolicy::Partial);
     assert_eq!(out.paths(), ["e.zip!a", "e.zip!b"]);
     assert_eq!(
         out.skipped,
@@ -479,22 +421,10 @@ fn encrypted_zip_member_is_skipped_and_partial_reads_the_rest() {
             (b"e.zip!aes.txt".to_vec(), SkipReason::ArchiveEncrypted)
         ]
     );
-    let out = run(
-        dir.path(),
-        "e.zip",
-        &bytes,
-        ArchivePolicy::Skip,
-        &ArchiveLimits::default(),
-    );
+    let out = run_default(dir.path(), "e.zip", &bytes);
     assert_eq!(out.paths(), ["e.zip!a"], "skip stops at the first problem");
     assert_eq!(out.reasons(), ["archive_encrypted"]);
-    let out = run(
-        dir.path(),
-        "e.zip",
-        &bytes,
-        ArchivePolicy::FailRun,
-        &ArchiveLimits::default(),
-    );
+    let out = run_policy(dir.path(), "e.zip", &bytes, ArchivePolicy::FailRun);
     assert!(out.aborted);
 }
 
@@ -504,13 +434,7 @@ fn unsupported_zip_method_is_a_member_error() {
     let mut bz = ZipEntry::new(b"x.bz2", b"data").stored();
     bz.method = Some(12);
     let bytes = zip_bytes(&[bz, ZipEntry::new(b"ok", b"1")]);
-    let out = run(
-        dir.path(),
-        "m.zip",
-        &bytes,
-        ArchivePolicy::Partial,
-        &ArchiveLimits::default(),
-    );
+    let out = run_policy(dir.path(), "m.zip", &bytes, ArchivePolicy::Partial);
     assert_eq!(out.paths(), ["m.zip!ok"]);
     assert_eq!(
         out.skipped,
@@ -527,13 +451,7 @@ fn zip_member_with_a_wrong_crc_is_corrupt_and_the_next_one_still_reads() {
     let mut bad = ZipEntry::new(b"bad", b"payload");
     bad.crc = Some(0xDEAD_BEEF);
     let bytes = zip_bytes(&[bad, ZipEntry::new(b"good", b"ok")]);
-    let out = run(
-        dir.path(),
-        "c.zip",
-        &bytes,
-        ArchivePolicy::Partial,
-        &ArchiveLimits::default(),
-    );
+    let out = run_policy(dir.path(), "c.zip", &bytes, ArchivePolicy::Partial);
     assert_eq!(out.paths(), ["c.zip!good"]);
     assert_eq!(
         out.skipped,
@@ -666,13 +584,7 @@ fn member_info_reports_size_and_nested_kind() {
     let z = zip_bytes(&[ZipEntry::new(b"k", b"v")]);
     let g = gzip(b"gz body", None);
     let bytes = tar_bytes(&[(b"z.dat", &z), (b"g.dat", &g), (b"t.txt", b"plain")]);
-    let mut c = open(
-        dir.path(),
-        "m.tar",
-        &bytes,
-        ArchiveKind::Tar,
-        &ArchiveLimits::default(),
-    );
+    let mut c = open_default(dir.path(), "m.tar", &bytes, ArchiveKind::Tar);
     let mut infos: Vec<MemberInfo> = Vec::new();
     while let Some(i) = c.next_member().unwrap() {
         infos.push(i);

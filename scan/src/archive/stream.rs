@@ -24,6 +24,23 @@ pub(crate) fn read_at(file: &File, buf: &mut [u8], pos: u64) -> io::Result<usize
     }
 }
 
+/// Reads from `*pos` but not past `end`, advancing `*pos`.
+pub(crate) fn read_range(
+    file: &File,
+    pos: &mut u64,
+    end: u64,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    let left = end.saturating_sub(*pos);
+    let want = usize::try_from(left).map_or(buf.len(), |l| l.min(buf.len()));
+    if want == 0 {
+        return Ok(0);
+    }
+    let n = read_at(file, &mut buf[..want], *pos)?;
+    *pos += n as u64;
+    Ok(n)
+}
+
 /// Fills `buf` from `r` until it is full or `r` ends; returns the count.
 pub(crate) fn read_full<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
     let mut got = 0;
@@ -59,16 +76,7 @@ impl Source {
 impl Read for Source {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
-            Source::File { file, pos, len } => {
-                let left = len.saturating_sub(*pos);
-                let want = usize::try_from(left).map_or(buf.len(), |l| l.min(buf.len()));
-                if want == 0 {
-                    return Ok(0);
-                }
-                let n = read_at(file, &mut buf[..want], *pos)?;
-                *pos += n as u64;
-                Ok(n)
-            }
+            Source::File { file, pos, len } => read_range(file, pos, *len, buf),
             Source::Parent(p) => p.read(buf),
         }
     }

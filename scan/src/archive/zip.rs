@@ -17,7 +17,7 @@ use magpie_core::sync::Arc;
 
 use super::cursor::RawHeader;
 use super::error::{ArchiveError, ErrorScope};
-use super::stream::read_at;
+use super::stream::{read_at, read_range};
 use crate::skip::SkipReason;
 
 const EOCD_SIG: &[u8; 4] = b"PK\x05\x06";
@@ -113,13 +113,7 @@ struct Window {
 
 impl Read for Window {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let left = self.end.saturating_sub(self.pos);
-        let want = usize::try_from(left).map_or(buf.len(), |l| l.min(buf.len()));
-        if want == 0 {
-            return Ok(0);
-        }
-        let n = read_at(&self.file, &mut buf[..want], self.pos)?;
-        self.pos += n as u64;
+        let n = read_range(&self.file, &mut self.pos, self.end, buf)?;
         self.consumed += n as u64;
         Ok(n)
     }
