@@ -48,13 +48,11 @@ fn run(
 }
 
 fn run_default(dir: &Path, name: &str, bytes: &[u8]) -> Outcome {
-    run(
-        dir,
-        name,
-        bytes,
-        ArchivePolicy::Skip,
-        &ArchiveLimits::default(),
-    )
+    run_policy(dir, name, bytes, ArchivePolicy::Skip)
+}
+
+fn run_policy(dir: &Path, name: &str, bytes: &[u8], policy: ArchivePolicy) -> Outcome {
+    run(dir, name, bytes, policy, &ArchiveLimits::default())
 }
 
 fn read_all(c: &mut ArchiveCursor) -> Result<Vec<u8>, scan::archive::ArchiveError> {
