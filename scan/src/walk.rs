@@ -30,13 +30,48 @@
 //!    from metadata.
 //! 8. A path is the root exactly as given joined with the names below it;
 //!    names are raw `OsStr` bytes and survive exactly, UTF-8 or not.
+//! 9. The `ignore` crate opens ignore files with a blocking open and reads
+//!    them whole. Before it enters a directory, the walker `stat`s the ignore
+//!    files there ([`IGNORE_FILES`]); if one is not a regular file (a FIFO
+//!    would block the walk forever) or is larger than
+//!    [`MAX_IGNORE_FILE_BYTES`] (a sparse giant would exhaust memory), that
+//!    directory is not entered by the current walk but queued, and walked
+//!    afterwards with ignore rules off. So nothing in it is hidden, and the
+//!    hostile file itself is reported like any other entry (e.g. a FIFO as
+//!    `special_file`). The same check covers a root and its ancestors.
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use magpie_core::sync::{Arc, Mutex};
+
 use crate::skip::{SkipReason, SpecialKind};
 use crate::source::DEFAULT_MAX_FILE_SIZE;
+
+/// The files the `ignore` crate reads in a directory.
+pub const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".git/info/exclude"];
+
+/// An ignore file larger than this makes its directory be walked without
+/// ignore rules instead of being read: 1 MiB.
+pub const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
+
+/// True when the `ignore` crate may safely open and read every ignore file in
+/// `dir` (one `stat` each, following links as its open would).
+fn ignore_files_are_safe(dir: &Path) -> bool {
+    IGNORE_FILES
+        .iter()
+        .all(|name| match fs::metadata(dir.join(name)) {
+            Ok(m) => m.is_dir() || (m.is_file() && m.len() <= MAX_IGNORE_FILE_BYTES),
+            // A missing or unreadable file is not read (the crate reports a soft
+            // error at worst).
+            Err(_) => true,
+        })
+}
+
+/// Directories the current walk refused to enter because of a hostile ignore
+/// file, filled by the entry filter, drained by the cursor.
+type Refused = Arc<Mutex<Vec<PathBuf>>>;
 
 /// What the walker does.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,6 +138,9 @@ pub struct WalkCursor {
     roots: std::vec::IntoIter<PathBuf>,
     cfg: WalkConfig,
     current: Option<ignore::Walk>,
+    /// Directories to walk without ignore rules once the current walk ends.
+    unsafe_dirs: Vec<PathBuf>,
+    refused: Refused,
     finished: bool,
 }
 
@@ -112,6 +150,7 @@ impl std::fmt::Debug for WalkCursor {
             .field("roots_left", &self.roots.len())
             .field("cfg", &self.cfg)
             .field("walking", &self.current.is_some())
+            .field("queued_without_ignore_rules", &self.unsafe_dirs.len())
             .field("finished", &self.finished)
             .finish()
     }
@@ -129,6 +168,8 @@ impl WalkCursor {
             roots: roots.into_iter(),
             cfg,
             current: None,
+            unsafe_dirs: Vec::new(),
+            refused: Arc::new(Mutex::new(Vec::new())),
             finished: false,
         }
     }
@@ -139,7 +180,9 @@ impl WalkCursor {
         let mut produced = 0;
         while produced < max && !self.finished {
             if let Some(walk) = self.current.as_mut() {
-                match walk.next() {
+                let next = walk.next();
+                self.unsafe_dirs.append(&mut lock(&self.refused));
+                match next {
                     None => self.current = None,
                     Some(res) => {
                         if let Some(item) = classify(res, &self.cfg) {
@@ -148,6 +191,10 @@ impl WalkCursor {
                         }
                     }
                 }
+                continue;
+            }
+            if let Some(dir) = self.unsafe_dirs.pop() {
+                self.current = Some(self.build(&dir, false));
                 continue;
             }
             let Some(root) = self.roots.next() else {
@@ -159,7 +206,11 @@ impl WalkCursor {
                     out.push(WalkItem::RootError { path: root, error });
                     produced += 1;
                 }
-                Ok(meta) if meta.is_dir() => self.current = Some(self.build(&root)),
+                Ok(meta) if meta.is_dir() => {
+                    let safe = !self.cfg.no_ignore
+                        && root_ancestors(&root).all(|d| ignore_files_are_safe(&d));
+                    self.current = Some(self.build(&root, safe));
+                }
                 Ok(meta) if meta.is_file() => {
                     out.push(file_item(root, meta.len(), &self.cfg));
                     produced += 1;
@@ -176,24 +227,58 @@ impl WalkCursor {
         !self.finished
     }
 
-    fn build(&self, root: &Path) -> ignore::Walk {
+    /// A walk of `root`; ignore rules apply only when `use_ignore_files` (the
+    /// caller checked that the root's and its ancestors' ignore files are safe
+    /// to read).
+    fn build(&self, root: &Path, use_ignore_files: bool) -> ignore::Walk {
         let mut b = ignore::WalkBuilder::new(root);
         b.follow_links(self.cfg.follow_symlinks)
             .hidden(false)
             .git_global(false)
             .require_git(false)
-            .sort_by_file_name(|a, b| a.cmp(b))
-            .filter_entry(|e| {
-                !(e.file_name() == ".git" && e.file_type().is_some_and(|t| t.is_dir()))
+            .sort_by_file_name(|a, b| a.cmp(b));
+        if use_ignore_files {
+            let refused = Arc::clone(&self.refused);
+            b.filter_entry(move |e| {
+                if !is_dir(e) {
+                    return true;
+                }
+                if e.file_name() == ".git" {
+                    return false;
+                }
+                if ignore_files_are_safe(e.path()) {
+                    return true;
+                }
+                lock(&refused).push(e.path().to_path_buf());
+                false
             });
-        if self.cfg.no_ignore {
+        } else {
             b.ignore(false)
                 .git_ignore(false)
                 .git_exclude(false)
-                .parents(false);
+                .parents(false)
+                .filter_entry(|e| !(is_dir(e) && e.file_name() == ".git"));
         }
         b.build()
     }
+}
+
+fn is_dir(e: &ignore::DirEntry) -> bool {
+    e.file_type().is_some_and(|t| t.is_dir())
+}
+
+fn lock(m: &Mutex<Vec<PathBuf>>) -> magpie_core::sync::MutexGuard<'_, Vec<PathBuf>> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `root` and every directory above it (the `ignore` crate reads their ignore
+/// files too).
+fn root_ancestors(root: &Path) -> impl Iterator<Item = PathBuf> {
+    let abs = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+    abs.ancestors()
+        .map(Path::to_path_buf)
+        .collect::<Vec<_>>()
+        .into_iter()
 }
 
 fn file_item(path: PathBuf, size: u64, cfg: &WalkConfig) -> WalkItem {

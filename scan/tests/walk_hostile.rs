@@ -357,3 +357,43 @@ fn assert_counts(items: &[(Vec<u8>, Seen)], want: &[(&'static str, usize)]) {
     let want: std::collections::BTreeMap<&str, usize> = want.iter().copied().collect();
     assert_eq!(labels(items), want);
 }
+
+/// The `ignore` crate opens ignore files with a blocking open and reads them
+/// whole: a FIFO `.gitignore` would hang the walk and a sparse giant `.ignore`
+/// would exhaust memory. Such directories are walked without ignore rules,
+/// and the hostile file is reported like any other entry.
+#[test]
+fn hostile_ignore_files_neither_hang_the_walk_nor_hide_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    touch(&d.join("keep.txt"), b"k");
+    touch(&d.join("pipe-dir/secret.env"), b"s");
+    touch(&d.join("pipe-dir/sub/x"), b"x");
+    mkfifo(&d.join("pipe-dir/.gitignore"));
+    touch(&d.join("big-dir/y"), b"y");
+    std::fs::File::create(d.join("big-dir/.ignore"))
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    let items = walk_guarded(d.to_path_buf(), WalkConfig::default());
+    let m = by_rel_path(&items, d);
+    assert_eq!(
+        m[&key("pipe-dir/.gitignore")],
+        Seen::Skipped(SkipReason::SpecialFile(SpecialKind::Fifo))
+    );
+    assert!(matches!(
+        m[&key("big-dir/.ignore")],
+        Seen::Skipped(SkipReason::TooLarge { .. })
+    ));
+    assert_counts(
+        &items,
+        &[("file", 4), ("special_file", 1), ("too_large", 1)],
+    );
+
+    // A root whose own ignore file is a FIFO.
+    let root = tempfile::tempdir().unwrap();
+    mkfifo(&root.path().join(".gitignore"));
+    touch(&root.path().join("a"), b"a");
+    let items = walk_guarded(root.path().to_path_buf(), WalkConfig::default());
+    assert_counts(&items, &[("file", 1), ("special_file", 1)]);
+}
