@@ -395,17 +395,21 @@ mod loom_tests {
             let handles: Vec<_> = (0..2)
                 .map(|_| {
                     let p = pool.clone();
-                    loom::thread::spawn(move || p.try_get().map(|b| b.slot()))
+                    // The buffer is moved out, so it is still held when the
+                    // main thread compares slots.
+                    loom::thread::spawn(move || p.try_get())
                 })
                 .collect();
             drop(first);
-            let slots: Vec<usize> = handles
+            let held: Vec<PooledBuf> = handles
                 .into_iter()
                 .filter_map(|h| h.join().unwrap())
                 .collect();
-            if slots.len() == 2 {
-                assert_ne!(slots[0], slots[1]);
+            if let [a, b] = &held[..] {
+                assert_ne!(a.slot(), b.slot(), "one buffer, two holders");
             }
+            assert_eq!(pool.available(), 2 - held.len());
+            drop(held);
             assert_eq!(pool.available(), 2);
         });
     }

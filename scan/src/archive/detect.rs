@@ -127,7 +127,7 @@ pub(crate) fn is_tar_header(block: &[u8]) -> bool {
     stored == unsigned || i64::try_from(stored).is_ok_and(|s| s == signed)
 }
 
-/// Reads up to `buf.len()` bytes at `offset` (a helper for callers that sniff
+/// Reads up to `buf.len()` bytes from the start of `file` (for callers that sniff
 /// a file on disk).
 pub fn read_head(file: &File, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut got = 0;
