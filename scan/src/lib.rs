@@ -3,9 +3,14 @@
 //! magpie's secret scanner. Not yet written: see issue 5.
 #![forbid(unsafe_code)]
 
+pub mod archive;
 pub mod cli;
+pub mod pool;
 pub mod report;
+pub mod skip;
+pub mod source;
 pub mod trace;
+pub mod walk;
 
 /// Runs the scanner with the parsed command line.
 ///
