@@ -28,7 +28,8 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Instant;
 
-use magpie_core::sync::{Arc, Mutex};
+// Plain std: the trace sink is not part of any loom model.
+use std::sync::{Arc, Mutex};
 
 use crate::report::json::write_str;
 use crate::report::{OutputError, ScanError};
@@ -122,7 +123,7 @@ impl TraceSink {
         }
     }
 
-    fn collected(&self) -> magpie_core::sync::MutexGuard<'_, Collected> {
+    fn collected(&self) -> std::sync::MutexGuard<'_, Collected> {
         // A poisoned lock only means a recorder panicked mid-push; the data
         // is still a list of whole events.
         self.collected.lock().unwrap_or_else(|e| e.into_inner())
