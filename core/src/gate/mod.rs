@@ -90,6 +90,12 @@ pub struct Gate {
     accepting: CachePadded<AtomicBool>,
 }
 
+// Shared by producers, workers and the joiner on any thread.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<Gate>();
+};
+
 impl Default for Gate {
     fn default() -> Self {
         Self::new()

@@ -356,6 +356,12 @@ pub struct State {
     val: AtomicU64,
 }
 
+// Shared by workers, wakers and handles on any thread.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<State>();
+};
+
 impl State {
     /// A freshly spawned task: SCHEDULED (the spawner is about to queue it),
     /// JOIN_INTEREST if it has a `JoinHandle`, and one reference for the queue
@@ -367,7 +373,7 @@ impl State {
             (0, 1)
         };
         Self {
-            val: AtomicU64::new(SCHEDULED | flag | refs * REF_ONE),
+            val: AtomicU64::new(SCHEDULED | flag | (refs * REF_ONE)),
         }
     }
 

@@ -7,6 +7,16 @@ use super::*;
 const R: u64 = REF_ONE;
 const S: u64 = SHIELD_ONE;
 
+/// `n` references, as bits of the word.
+const fn refs(n: u64) -> u64 {
+    n * REF_ONE
+}
+
+/// Shield depth `n`, as bits of the word.
+const fn shields(n: u64) -> u64 {
+    n * SHIELD_ONE
+}
+
 fn st(raw: u64) -> State {
     State::from_raw(raw)
 }
@@ -44,14 +54,14 @@ fn layout_fields_are_disjoint_and_where_the_readme_says() {
 
 #[test]
 fn snapshot_accessors_read_each_field() {
-    let s = Snapshot(RUNNING | NOTIFIED | JOIN_WAKER | 7 * S | 1234 * R);
+    let s = Snapshot(RUNNING | NOTIFIED | JOIN_WAKER | shields(7) | refs(1234));
     assert_eq!(s.lifecycle(), Lifecycle::Running);
     assert!(s.is_running() && !s.is_idle() && !s.is_scheduled() && !s.is_complete());
     assert!(s.is_notified() && !s.is_cancelled());
     assert!(!s.has_join_interest() && s.has_join_waker());
     assert_eq!(s.shield_depth(), 7);
     assert_eq!(s.ref_count(), 1234);
-    let full = Snapshot(u64::MAX & !(((1 << 32) - 1) & !(LIFECYCLE_MASK | FLAGS_MASK)));
+    let full = Snapshot(SHIELD_MASK | REF_MASK);
     assert_eq!(full.shield_depth(), 255);
     assert_eq!(full.ref_count() as u64, REF_MAX);
     assert!(format!("{:?}", st(SCHEDULED | R)).contains("Scheduled"));
@@ -74,9 +84,9 @@ fn new_task_is_scheduled_with_one_ref_per_owner() {
 
 #[test]
 fn running_from_scheduled_succeeds_and_clears_notified() {
-    let s = st(SCHEDULED | NOTIFIED | JOIN_INTEREST | 2 * R);
+    let s = st(SCHEDULED | NOTIFIED | JOIN_INTEREST | refs(2));
     assert_eq!(s.transition_to_running(), TransitionToRunning::Success);
-    assert_eq!(raw(&s), RUNNING | JOIN_INTEREST | 2 * R);
+    assert_eq!(raw(&s), RUNNING | JOIN_INTEREST | refs(2));
 }
 
 #[test]
@@ -117,7 +127,7 @@ fn running_from_complete_panics() {
 
 #[test]
 fn idle_without_notified_drops_the_worker_ref() {
-    let s = st(RUNNING | JOIN_INTEREST | 2 * R);
+    let s = st(RUNNING | JOIN_INTEREST | refs(2));
     assert_eq!(s.transition_to_idle(), TransitionToIdle::Ok);
     assert_eq!(raw(&s), IDLE | JOIN_INTEREST | R);
 }
@@ -139,7 +149,7 @@ fn idle_with_notified_reschedules_and_keeps_the_ref() {
 #[test]
 fn idle_with_effective_cancel_changes_nothing() {
     for extra in [0, NOTIFIED] {
-        let before = RUNNING | CANCELLED | extra | 3 * R;
+        let before = RUNNING | CANCELLED | extra | refs(3);
         let s = st(before);
         assert_eq!(s.transition_to_idle(), TransitionToIdle::Cancelled);
         assert_eq!(raw(&s), before);
@@ -148,9 +158,9 @@ fn idle_with_effective_cancel_changes_nothing() {
 
 #[test]
 fn idle_with_shielded_cancel_goes_idle() {
-    let s = st(RUNNING | CANCELLED | 2 * S | 2 * R);
+    let s = st(RUNNING | CANCELLED | shields(2) | refs(2));
     assert_eq!(s.transition_to_idle(), TransitionToIdle::Ok);
-    assert_eq!(raw(&s), IDLE | CANCELLED | 2 * S | R);
+    assert_eq!(raw(&s), IDLE | CANCELLED | shields(2) | R);
 }
 
 #[test]
@@ -179,18 +189,18 @@ fn idle_from_complete_panics() {
 fn notified_from_idle_submits_with_a_new_ref() {
     let s = st(IDLE | JOIN_INTEREST | R);
     assert_eq!(s.transition_to_notified(), TransitionToNotified::Submit);
-    assert_eq!(raw(&s), SCHEDULED | JOIN_INTEREST | 2 * R);
+    assert_eq!(raw(&s), SCHEDULED | JOIN_INTEREST | refs(2));
 }
 
 #[test]
 fn notified_from_scheduled_or_running_sets_notified_only() {
     for life in [SCHEDULED, RUNNING] {
-        let s = st(life | CANCELLED | S | 2 * R);
+        let s = st(life | CANCELLED | S | refs(2));
         assert_eq!(s.transition_to_notified(), TransitionToNotified::DoNothing);
-        assert_eq!(raw(&s), life | NOTIFIED | CANCELLED | S | 2 * R);
+        assert_eq!(raw(&s), life | NOTIFIED | CANCELLED | S | refs(2));
         // A second wake changes nothing more: one reschedule per poll.
         assert_eq!(s.transition_to_notified(), TransitionToNotified::DoNothing);
-        assert_eq!(raw(&s), life | NOTIFIED | CANCELLED | S | 2 * R);
+        assert_eq!(raw(&s), life | NOTIFIED | CANCELLED | S | refs(2));
     }
 }
 
@@ -207,11 +217,11 @@ fn notified_from_complete_changes_nothing() {
 
 #[test]
 fn complete_from_running_keeps_refs_and_flags_and_clears_notified() {
-    let s = st(RUNNING | NOTIFIED | CANCELLED | JOIN_INTEREST | JOIN_WAKER | 3 * R);
+    let s = st(RUNNING | NOTIFIED | CANCELLED | JOIN_INTEREST | JOIN_WAKER | refs(3));
     let after = s.transition_to_complete();
     assert_eq!(
         after.raw(),
-        COMPLETE | CANCELLED | JOIN_INTEREST | JOIN_WAKER | 3 * R
+        COMPLETE | CANCELLED | JOIN_INTEREST | JOIN_WAKER | refs(3)
     );
     assert_eq!(raw(&s), after.raw());
 }
@@ -244,7 +254,7 @@ fn cancel_from_each_lifecycle() {
         (
             IDLE,
             TransitionToCancelled::Schedule,
-            SCHEDULED | CANCELLED | 2 * R,
+            SCHEDULED | CANCELLED | refs(2),
         ),
         (
             SCHEDULED,
@@ -273,7 +283,7 @@ fn cancel_from_each_lifecycle() {
 fn cancel_of_a_shielded_idle_task_still_schedules_it() {
     let s = st(IDLE | S | R);
     assert_eq!(s.cancel(), TransitionToCancelled::Schedule);
-    assert_eq!(raw(&s), SCHEDULED | CANCELLED | S | 2 * R);
+    assert_eq!(raw(&s), SCHEDULED | CANCELLED | S | refs(2));
     assert!(!s.is_cancel_effective());
     // Its poll runs normally, because the shield still defers the cancel.
     assert_eq!(s.transition_to_running(), TransitionToRunning::Success);
@@ -283,7 +293,7 @@ fn cancel_of_a_shielded_idle_task_still_schedules_it() {
 fn second_cancel_of_an_idle_shielded_task_schedules_again() {
     let s = st(IDLE | CANCELLED | S | R);
     assert_eq!(s.cancel(), TransitionToCancelled::Schedule);
-    assert_eq!(raw(&s), SCHEDULED | CANCELLED | S | 2 * R);
+    assert_eq!(raw(&s), SCHEDULED | CANCELLED | S | refs(2));
 }
 
 // ---------------------------------------------------------------------------
@@ -316,13 +326,13 @@ fn shield_exit_without_cancel_is_clear() {
 // loom model `shield_overflow_racing_ref_drop_frees_once`.
 #[test]
 fn shield_depth_255_then_overflow_is_an_error_and_leaves_refs_untouched() {
-    let s = st(RUNNING | JOIN_INTEREST | 2 * R);
+    let s = st(RUNNING | JOIN_INTEREST | refs(2));
     for depth in 1..=SHIELD_MAX {
         s.shield_enter().unwrap();
         assert_eq!(s.load().shield_depth() as u64, depth);
     }
     let at_max = raw(&s);
-    assert_eq!(at_max, RUNNING | JOIN_INTEREST | SHIELD_MASK | 2 * R);
+    assert_eq!(at_max, RUNNING | JOIN_INTEREST | SHIELD_MASK | refs(2));
     let overflow = s.shield_enter();
     assert_eq!(
         s.load().ref_count(),
@@ -335,14 +345,14 @@ fn shield_depth_255_then_overflow_is_an_error_and_leaves_refs_untouched() {
     for _ in 0..SHIELD_MAX {
         assert_eq!(s.shield_exit(), Ok(ShieldExit::Clear));
     }
-    assert_eq!(raw(&s), RUNNING | JOIN_INTEREST | 2 * R);
+    assert_eq!(raw(&s), RUNNING | JOIN_INTEREST | refs(2));
 }
 
 #[test]
 fn shield_exit_at_depth_zero_is_underflow_and_leaves_refs_untouched() {
-    let s = st(RUNNING | CANCELLED | 5 * R);
+    let s = st(RUNNING | CANCELLED | refs(5));
     assert_eq!(s.shield_exit(), Err(ShieldError::Underflow));
-    assert_eq!(raw(&s), RUNNING | CANCELLED | 5 * R);
+    assert_eq!(raw(&s), RUNNING | CANCELLED | refs(5));
     assert!(ShieldError::Underflow.to_string().contains("exited"));
     assert!(ShieldError::Overflow.to_string().contains("255"));
 }
@@ -354,7 +364,7 @@ fn shield_exit_at_depth_zero_is_underflow_and_leaves_refs_untouched() {
 #[test]
 fn ref_count_reaches_the_24_bit_limit_and_back_without_touching_other_fields() {
     let others = RUNNING | CANCELLED | JOIN_INTEREST | SHIELD_MASK;
-    let s = st(others | (REF_MAX - 2) * R);
+    let s = st(others | refs(REF_MAX - 2));
     s.ref_inc();
     s.ref_inc();
     assert_eq!(s.load().ref_count() as u64, REF_MAX);
@@ -368,7 +378,7 @@ fn ref_count_reaches_the_24_bit_limit_and_back_without_touching_other_fields() {
 
 #[test]
 fn ref_dec_by_all_refs_at_the_limit_reports_last() {
-    let s = st(COMPLETE | REF_MAX * R);
+    let s = st(COMPLETE | refs(REF_MAX));
     assert!(s.ref_dec_by(REF_MAX as u32));
     assert_eq!(raw(&s), COMPLETE);
 }
@@ -422,7 +432,7 @@ fn in_child() -> bool {
 #[cfg_attr(miri, ignore = "spawns a child process")]
 fn ref_inc_past_the_24_bit_limit_aborts_the_process() {
     if in_child() {
-        st(RUNNING | REF_MAX * R).ref_inc();
+        st(RUNNING | refs(REF_MAX)).ref_inc();
         return; // not reached if the overflow aborts
     }
     assert_child_aborts("task::state::tests::ref_inc_past_the_24_bit_limit_aborts_the_process");
@@ -433,7 +443,7 @@ fn ref_inc_past_the_24_bit_limit_aborts_the_process() {
 #[cfg_attr(miri, ignore = "spawns a child process")]
 fn wake_of_an_idle_task_at_the_ref_limit_aborts_the_process() {
     if in_child() {
-        let _ = st(IDLE | REF_MAX * R).transition_to_notified();
+        let _ = st(IDLE | refs(REF_MAX)).transition_to_notified();
         return;
     }
     assert_child_aborts(
@@ -459,10 +469,10 @@ fn ref_dec_below_zero_aborts_the_process() {
 #[test]
 fn unset_join_interest_before_complete_takes_back_the_waker_cell() {
     for life in [IDLE, SCHEDULED, RUNNING] {
-        let s = st(life | JOIN_INTEREST | JOIN_WAKER | 2 * R);
+        let s = st(life | JOIN_INTEREST | JOIN_WAKER | refs(2));
         let next = s.unset_join_interest().unwrap();
-        assert_eq!(next.raw(), life | 2 * R, "from {life}");
-        assert_eq!(raw(&s), life | 2 * R);
+        assert_eq!(next.raw(), life | refs(2), "from {life}");
+        assert_eq!(raw(&s), life | refs(2));
     }
 }
 
@@ -488,9 +498,9 @@ fn unset_join_interest_twice_panics() {
 #[test]
 fn set_join_waker_succeeds_until_complete() {
     for life in [IDLE, SCHEDULED, RUNNING] {
-        let s = st(life | JOIN_INTEREST | 2 * R);
+        let s = st(life | JOIN_INTEREST | refs(2));
         let next = s.set_join_waker().unwrap();
-        assert_eq!(next.raw(), life | JOIN_INTEREST | JOIN_WAKER | 2 * R);
+        assert_eq!(next.raw(), life | JOIN_INTEREST | JOIN_WAKER | refs(2));
         assert_eq!(raw(&s), next.raw());
     }
     let s = st(COMPLETE | JOIN_INTEREST | R);
@@ -512,9 +522,9 @@ fn set_join_waker_twice_panics() {
 #[test]
 fn unset_join_waker_succeeds_until_complete() {
     for life in [IDLE, SCHEDULED, RUNNING] {
-        let s = st(life | JOIN_INTEREST | JOIN_WAKER | 2 * R);
+        let s = st(life | JOIN_INTEREST | JOIN_WAKER | refs(2));
         let next = s.unset_join_waker().unwrap();
-        assert_eq!(next.raw(), life | JOIN_INTEREST | 2 * R);
+        assert_eq!(next.raw(), life | JOIN_INTEREST | refs(2));
     }
     let before = COMPLETE | JOIN_INTEREST | JOIN_WAKER | R;
     let s = st(before);
@@ -524,9 +534,9 @@ fn unset_join_waker_succeeds_until_complete() {
 
 #[test]
 fn unset_join_waker_after_complete_reports_whether_the_handle_is_gone() {
-    let s = st(COMPLETE | JOIN_INTEREST | JOIN_WAKER | 2 * R);
+    let s = st(COMPLETE | JOIN_INTEREST | JOIN_WAKER | refs(2));
     assert!(s.unset_join_waker_after_complete().has_join_interest());
-    assert_eq!(raw(&s), COMPLETE | JOIN_INTEREST | 2 * R);
+    assert_eq!(raw(&s), COMPLETE | JOIN_INTEREST | refs(2));
     let s = st(COMPLETE | JOIN_WAKER | R);
     assert!(!s.unset_join_waker_after_complete().has_join_interest());
     assert_eq!(raw(&s), COMPLETE | R);
@@ -777,12 +787,22 @@ mod model {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 512 }))]
+        // Under Miri: few cases, and no regression file (Miri's isolation
+        // forbids the current-directory lookup it needs).
+        #![proptest_config(ProptestConfig {
+            cases: if cfg!(miri) { 4 } else { 256 },
+            failure_persistence: if cfg!(miri) {
+                None
+            } else {
+                ProptestConfig::default().failure_persistence
+            },
+            ..ProptestConfig::default()
+        })]
 
         #[test]
         fn every_op_sequence_matches_the_plain_model(
             join in any::<bool>(),
-            ops in proptest::collection::vec(op(), 0..if cfg!(miri) { 40 } else { 300 }),
+            ops in proptest::collection::vec(op(), 0..if cfg!(miri) { 40 } else { 200 }),
         ) {
             let s = State::new(join);
             let mut m = Model::of(s.load());
