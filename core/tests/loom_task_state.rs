@@ -216,19 +216,31 @@ impl Task {
         }
     }
 
-    /// The JoinHandle after the task completed: take the output, then drop
+    /// The JoinHandle is dropped (task README step 8): if the task is not
+    /// complete, it owns the waker cell again and the task will drop the
+    /// output; if it is, the handle drops the output, and the waker unless
+    /// the task side still holds the cell.
+    fn drop_join_handle(&self) {
+        match self.state.unset_join_interest() {
+            Ok(_) => self.drop_join_waker(),
+            Err(snap) => {
+                self.drop_output();
+                if !snap.has_join_waker() {
+                    self.drop_join_waker();
+                }
+            }
+        }
+        self.drop_ref();
+    }
+
+    /// The JoinHandle after the task completed: read the output, then drop
     /// the handle.
     fn join_and_drop_handle(&self) -> Output {
         assert!(self.state.load().is_complete());
         // SAFETY: COMPLETE was loaded with Acquire, which orders the worker's
         // write of the output before this read; only the handle takes it.
         let out = self.output.with(|p| unsafe { *p }).expect("no output");
-        let snap = self.state.unset_join_interest().expect_err("complete");
-        self.drop_output();
-        if !snap.has_join_waker() {
-            self.drop_join_waker();
-        }
-        self.drop_ref();
+        self.drop_join_handle();
         out
     }
 }
@@ -352,18 +364,7 @@ fn refcount_frees_exactly_once() {
             let t = t.clone();
             thread::spawn(move || {
                 t.touch();
-                match t.state.unset_join_interest() {
-                    // Not complete: the task drops its output, the handle owns
-                    // the (empty) waker cell.
-                    Ok(_) => t.drop_join_waker(),
-                    Err(snap) => {
-                        t.drop_output();
-                        if !snap.has_join_waker() {
-                            t.drop_join_waker();
-                        }
-                    }
-                }
-                t.drop_ref();
+                t.drop_join_handle();
             })
         };
         let wakers = {
@@ -522,11 +523,7 @@ fn shield_overflow_racing_ref_drop_frees_once() {
             let t = t.clone();
             thread::spawn(move || {
                 t.touch();
-                if let Err(snap) = t.state.unset_join_interest() {
-                    t.drop_output();
-                    assert!(!snap.has_join_waker());
-                }
-                t.drop_ref();
+                t.drop_join_handle();
             })
         };
         let overflow = t.state.shield_enter();
@@ -612,17 +609,7 @@ fn join_waker_and_output_are_dropped_exactly_once() {
                         t.drop_join_waker();
                     }
                 }
-                // The handle is dropped.
-                match t.state.unset_join_interest() {
-                    Ok(_) => t.drop_join_waker(),
-                    Err(snap) => {
-                        t.drop_output();
-                        if !snap.has_join_waker() {
-                            t.drop_join_waker();
-                        }
-                    }
-                }
-                t.drop_ref();
+                t.drop_join_handle();
                 wrote
             })
         };
