@@ -135,11 +135,8 @@ impl Task {
         // SAFETY: called only by the party that owns the cell: the handle
         // when JOIN_WAKER is clear, the task side after completion when the
         // handle has gone.
-        if self
-            .join_waker
-            .with_mut(|p| unsafe { (*p).take() })
-            .is_some()
-        {
+        let waker = self.join_waker.with_mut(|p| unsafe { (*p).take() });
+        if waker.is_some() {
             Task::bump(&self.waker_drops);
         }
     }

@@ -25,6 +25,7 @@ use core::fmt;
 
 #[cfg(magpie_broken = "gate_split_flag")]
 use crate::sync::atomic::AtomicBool;
+#[cfg_attr(magpie_broken = "gate_split_flag", allow(unused_imports))]
 use crate::sync::atomic::{fence, AtomicU64, Ordering};
 use crate::CachePadded;
 

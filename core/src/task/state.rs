@@ -17,6 +17,7 @@
 
 use core::fmt;
 
+#[cfg_attr(magpie_broken = "ref_dec_no_acquire_fence", allow(unused_imports))]
 use crate::sync::atomic::{fence, AtomicU64, Ordering};
 
 // ---------------------------------------------------------------------------
@@ -378,7 +379,7 @@ impl State {
     }
 
     /// A state word holding `raw`, for tests that start from a given state.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn from_raw(raw: u64) -> Self {
         Self {
             val: AtomicU64::new(raw),
