@@ -154,7 +154,7 @@ impl Gate {
             prev.in_flight() > 0,
             "spawn_internal without holding a count"
         );
-        debug_assert!(prev.in_flight() <= COUNT_MAX - n, "gate count overflow");
+        debug_assert!(n <= COUNT_MAX - prev.in_flight(), "gate count overflow");
     }
 
     /// Release `n` counts. `true` exactly once over the gate's life: for the
@@ -270,7 +270,7 @@ impl Gate {
 
     /// CAS loop: add `n` counts while `allowed(current)` holds.
     #[inline]
-    #[allow(dead_code)] // unused by some broken variants
+    #[cfg_attr(magpie_broken = "gate_split_flag", allow(dead_code))]
     fn add_while(&self, n: u64, allowed: impl Fn(Snapshot) -> bool) -> bool {
         // Relaxed everywhere: taking a count publishes nothing (the tasks go
         // through a queue with its own synchronization) and the decision
@@ -280,7 +280,7 @@ impl Gate {
             if !allowed(curr) {
                 return false;
             }
-            assert!(curr.in_flight() <= COUNT_MAX - n, "gate count overflow");
+            assert!(n <= COUNT_MAX - curr.in_flight(), "gate count overflow");
             let next = curr.0 + (n << COUNT_SHIFT);
             match self.state.compare_exchange_weak(
                 curr.0,
@@ -323,7 +323,7 @@ impl Gate {
 #[cfg(magpie_broken = "gate_split_flag")]
 impl Gate {
     fn count(&self) -> u64 {
-        (self.state.load(Ordering::Acquire) >> COUNT_SHIFT) as u64
+        self.state.load(Ordering::Acquire) >> COUNT_SHIFT
     }
 
     fn try_spawn_split(&self, n: u64) -> bool {

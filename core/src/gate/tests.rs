@@ -1,5 +1,5 @@
 //! Unit tests of the gate word. The races are in `core/tests/loom_gate.rs`;
-//! the threaded stress test is in `core/tests/gate_stress.rs`.
+//! the threaded stress test is in `core/tests/stress_task_gate.rs`.
 
 use super::*;
 
