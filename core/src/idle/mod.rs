@@ -73,7 +73,7 @@ impl Snapshot {
         ((self.0 >> PARKED_SHIFT) & FIELD_MASK) as usize
     }
 
-    /// The notifier's claim (step N2): one parked worker becomes an unparked
+    /// The notifier's claim (step N1): one parked worker becomes an unparked
     /// searcher. The caller has checked `parked() > 0`.
     fn claim_one(self) -> Self {
         Self(self.0 - PARKED_ONE + UNPARKED_ONE + SEARCHING_ONE)
@@ -150,7 +150,11 @@ impl Idle {
 
     #[inline]
     fn word(&self, id: usize) -> (&AtomicU64, u64) {
-        assert!(id < self.workers, "worker id {id} out of 0..{}", self.workers);
+        assert!(
+            id < self.workers,
+            "worker id {id} out of 0..{}",
+            self.workers
+        );
         let (w, mask) = locate(id);
         (&self.parked[w], mask)
     }
@@ -435,12 +439,15 @@ impl Idle {
             // Release: pairs with the Acquire fetch_add of P1 in
             // `transition_to_parked`: a worker that counts itself parked after
             // this sees the caller's shutdown flag in its own check.
-            match self.state.compare_exchange_weak(
-                cur.0,
-                next.0,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
+            #[cfg(not(magpie_broken = "unpark_all_relaxed"))]
+            const PUBLISH: Ordering = Ordering::Release;
+            // broken: a worker parking after this may miss the shutdown flag.
+            #[cfg(magpie_broken = "unpark_all_relaxed")]
+            const PUBLISH: Ordering = Ordering::Relaxed;
+            match self
+                .state
+                .compare_exchange_weak(cur.0, next.0, PUBLISH, Ordering::Relaxed)
+            {
                 Ok(_) => {
                     self.check(next);
                     break n;

@@ -149,3 +149,115 @@ fn state_word_has_a_cache_line_of_its_own() {
     let addr = &*idle.state as *const _ as usize;
     assert_eq!(addr % crate::cache_padded::CACHE_LINE, 0);
 }
+
+/// A worker as the model sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Model {
+    Running {
+        searching: bool,
+    },
+    Parked,
+    /// Its bit was cleared by a notifier (`searching`) or by `unpark_all`; the
+    /// worker has not yet called `unpark` to find out.
+    Claimed {
+        searching: bool,
+    },
+}
+
+/// Workers counted as searching: running searchers, and claimed workers
+/// that a notifier woke as searchers.
+fn searchers(model: &[Model]) -> usize {
+    model
+        .iter()
+        .filter(|m| {
+            matches!(
+                m,
+                Model::Running { searching: true } | Model::Claimed { searching: true }
+            )
+        })
+        .count()
+}
+
+/// Plays random operations, each one a worker or notifier may legally do in
+/// the current state, against `Idle` and a plain model, and compares
+/// everything observable after each.
+fn play(n: usize, ops: &[(u8, u16)]) {
+    let idle = Idle::new(n);
+    let mut model = vec![Model::Running { searching: false }; n];
+    for &(op, who) in ops {
+        let id = usize::from(who) % n;
+        match (op % 6, model[id]) {
+            (0, Model::Running { searching: false }) => {
+                let searching = searchers(&model);
+                let ok = idle.try_transition_to_searching();
+                assert_eq!(ok, 2 * searching < n);
+                model[id] = Model::Running { searching: ok };
+            }
+            (1, Model::Running { searching: true }) => {
+                let others = searchers(&model) - 1;
+                assert_eq!(idle.transition_from_searching(), others == 0);
+                model[id] = Model::Running { searching: false };
+            }
+            (2, Model::Running { searching }) => {
+                let others = searchers(&model) - usize::from(searching);
+                assert_eq!(
+                    idle.transition_to_parked(id, searching),
+                    searching && others == 0
+                );
+                model[id] = Model::Parked;
+            }
+            (3, _) => {
+                let searching = searchers(&model) > 0;
+                let lowest = model.iter().position(|m| *m == Model::Parked);
+                let expected = if searching { None } else { lowest };
+                assert_eq!(idle.unpark_one(), expected);
+                if let Some(w) = expected {
+                    model[w] = Model::Claimed { searching: true };
+                }
+            }
+            (4, Model::Parked) => {
+                assert!(idle.unpark(id));
+                model[id] = Model::Running { searching: false };
+            }
+            (4, Model::Claimed { searching }) => {
+                assert!(!idle.unpark(id));
+                model[id] = Model::Running { searching };
+            }
+            (5, _) => {
+                let parked: Vec<usize> = (0..n).filter(|&w| model[w] == Model::Parked).collect();
+                assert_eq!(idle.unpark_all(), parked);
+                for w in parked {
+                    model[w] = Model::Claimed { searching: false };
+                }
+            }
+            _ => continue, // not legal for this worker now
+        }
+        for (w, m) in model.iter().enumerate() {
+            assert_eq!(idle.is_parked(w), *m == Model::Parked, "worker {w}: {m:?}");
+        }
+        let parked = model.iter().filter(|m| **m == Model::Parked).count();
+        let searching = searchers(&model);
+        assert_eq!(
+            (idle.num_parked(), idle.num_searching()),
+            (parked, searching)
+        );
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: if cfg!(miri) { 4 } else { 256 },
+        ..Default::default()
+    })]
+
+    /// `Idle` agrees with a model of who is parked, claimed and searching
+    /// after every legal operation, at worker counts on both sides of the
+    /// 64-bit word boundary.
+    #[test]
+    fn idle_matches_a_sequential_model(
+        n in proptest::prop_oneof![1usize..=4, 60usize..=70, 127usize..=130],
+        ops in proptest::collection::vec((0u8..6, 0u16..200), 1..300),
+    ) {
+        play(n, &ops);
+    }
+}

@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use crate::sync::Arc;
 
+// On Linux outside loom it is only built for the tests, which run the
+// parker over both backends.
+#[cfg(any(loom, test, not(target_os = "linux")))]
 mod condvar;
 #[cfg(all(target_os = "linux", not(loom)))]
 mod futex;
@@ -88,6 +91,11 @@ impl<B: Sleep> Inner<B> {
 }
 
 /// The sleeping side. Owned by one thread: `Send` but not `Sync` or `Clone`.
+///
+/// ```compile_fail
+/// fn shared<T: Sync>() {}
+/// shared::<magpie_core::park::Parker>();
+/// ```
 pub struct Parker {
     raw: RawParker<Backend>,
 }
@@ -259,12 +267,11 @@ impl<B: Sleep> RawParker<B> {
         // Acquire: pairs with the Release swap in `unpark`. While we are
         // PARKED the only other write is an unparker's NOTIFIED, so the state
         // is either still PARKED (a spurious return) or NOTIFIED.
-        match self.inner.state.compare_exchange(
-            NOTIFIED,
-            UNPARKED,
-            CONSUME,
-            Ordering::Relaxed,
-        ) {
+        match self
+            .inner
+            .state
+            .compare_exchange(NOTIFIED, UNPARKED, CONSUME, Ordering::Relaxed)
+        {
             Ok(_) => true,
             Err(seen) => {
                 debug_assert_eq!(seen, PARKED);
@@ -350,14 +357,14 @@ impl<B: Sleep> RawUnparker<B> {
         // broken: only a sleeping thread is notified; an unpark that comes
         // before the park is dropped.
         #[cfg(magpie_broken = "unpark_forgets_when_running")]
-        let prev = match self.inner.state.compare_exchange(
-            PARKED,
-            NOTIFIED,
-            PUBLISH,
-            Ordering::Relaxed,
-        ) {
-            Ok(p) | Err(p) => p,
-        };
+        let prev =
+            match self
+                .inner
+                .state
+                .compare_exchange(PARKED, NOTIFIED, PUBLISH, Ordering::Relaxed)
+            {
+                Ok(p) | Err(p) => p,
+            };
         if prev == PARKED {
             self.inner.backend.wake_one(&self.inner.state);
             true

@@ -67,13 +67,19 @@ fn unpark_reports_sleep<B: Sleep + Send + Sync + 'static>() {
 
 fn timeout_resets<B: Sleep>() {
     let p = RawParker::<B>::new();
-    assert_eq!(p.park_timeout(Duration::from_millis(1)), ParkResult::TimedOut);
+    assert_eq!(
+        p.park_timeout(Duration::from_millis(1)),
+        ParkResult::TimedOut
+    );
     assert_eq!(state(&p), UNPARKED);
     assert_eq!(p.park_timeout(Duration::ZERO), ParkResult::TimedOut);
     // The timed-out parks left nothing behind: a later unpark still counts.
     let u = p.unparker();
     assert!(!u.unpark());
-    assert_eq!(p.park_timeout(Duration::from_secs(3600)), ParkResult::Notified);
+    assert_eq!(
+        p.park_timeout(Duration::from_secs(3600)),
+        ParkResult::Notified
+    );
     assert_eq!(state(&p), UNPARKED);
 }
 
@@ -107,7 +113,11 @@ fn spurious_absorbed<B: Sleep + Send + Sync + 'static>() {
         u.inner.backend.wake_one(&u.inner.state);
         thread::yield_now();
     }
-    assert_eq!(returned.load(Ordering::Relaxed), 0, "a stray wake ended the park");
+    assert_eq!(
+        returned.load(Ordering::Relaxed),
+        0,
+        "a stray wake ended the park"
+    );
     assert_eq!(u.inner.state.load(Ordering::Relaxed), PARKED);
     u.unpark();
     assert!(t.join().unwrap() >= 1);
