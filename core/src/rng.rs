@@ -90,8 +90,9 @@ mod tests {
         assert!((0..100).all(|_| r.next_usize(1) == 0));
     }
 
-    /// Each of `k` buckets gets within 10% of `SAMPLES / k` (each bucket's
-    /// expected count is several standard deviations from either edge).
+    /// Each of `k` buckets gets within five standard deviations of its
+    /// expected count (binomial: `sqrt(n p (1 - p))`); a generator that
+    /// skewed any bucket by even a few percent would fail at this size.
     #[test]
     fn next_usize_is_roughly_uniform() {
         for (seed, k) in [(1, 2), (2, 7), (3, 10)] {
@@ -100,11 +101,14 @@ mod tests {
             for _ in 0..SAMPLES {
                 counts[r.next_usize(k)] += 1;
             }
-            let expected = SAMPLES / k;
+            let p = 1.0 / k as f64;
+            let expected = SAMPLES as f64 * p;
+            let sd = (SAMPLES as f64 * p * (1.0 - p)).sqrt();
             for (bucket, &c) in counts.iter().enumerate() {
                 assert!(
-                    c.abs_diff(expected) * 10 <= expected,
-                    "bucket {bucket} of {k}: {c} draws, expected about {expected}"
+                    (c as f64 - expected).abs() <= 5.0 * sd,
+                    "bucket {bucket} of {k}: {c} draws, expected {expected:.0} +- {:.0}",
+                    5.0 * sd
                 );
             }
         }

@@ -144,6 +144,12 @@ fn a_worker_id_past_the_count_is_rejected() {
 }
 
 #[test]
+fn idle_is_send_and_sync() {
+    fn shared<T: Send + Sync>() {}
+    shared::<Idle>();
+}
+
+#[test]
 fn state_word_has_a_cache_line_of_its_own() {
     let idle = Idle::new(1);
     let addr = &*idle.state as *const _ as usize;
@@ -247,6 +253,8 @@ fn play(n: usize, ops: &[(u8, u16)]) {
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig {
         cases: if cfg!(miri) { 4 } else { 256 },
+        // No regression file: Miri's isolation forbids the filesystem.
+        failure_persistence: None,
         ..Default::default()
     })]
 

@@ -46,6 +46,20 @@ pub const PARKED: u32 = 1;
 /// [`UNPARKED`].
 pub const NOTIFIED: u32 = 2;
 
+/// The ordering of every RMW that takes a token (steps 1, 3 and 4 of the
+/// README): Acquire, pairing with [`PUBLISH`].
+#[cfg(not(magpie_broken = "parker_relaxed"))]
+const CONSUME: Ordering = Ordering::Acquire;
+/// The ordering of the unparker's swap (step U1): Release, pairing with
+/// [`CONSUME`].
+#[cfg(not(magpie_broken = "parker_relaxed"))]
+const PUBLISH: Ordering = Ordering::Release;
+// broken: nothing orders the unparker's writes before the parker's reads.
+#[cfg(magpie_broken = "parker_relaxed")]
+const CONSUME: Ordering = Ordering::Relaxed;
+#[cfg(magpie_broken = "parker_relaxed")]
+const PUBLISH: Ordering = Ordering::Relaxed;
+
 /// What a backend must provide: a futex, or something that behaves like one.
 ///
 /// `wait` may return at any time (spuriously); it must not sleep if `state`
@@ -227,11 +241,6 @@ impl<B: Sleep> RawParker<B> {
     /// Returns false if an unpark was pending (and is now consumed).
     #[inline]
     fn announce(&self) -> bool {
-        #[cfg(not(magpie_broken = "parker_relaxed"))]
-        const CONSUME: Ordering = Ordering::Acquire;
-        #[cfg(magpie_broken = "parker_relaxed")]
-        const CONSUME: Ordering = Ordering::Relaxed;
-
         // Relaxed on success: publishing PARKED carries no data; the waker
         // only needs to see the value to know a wake is due. On failure the
         // state was NOTIFIED (only unparkers write anything but UNPARKED and
@@ -245,6 +254,10 @@ impl<B: Sleep> RawParker<B> {
             Ok(_) => true,
             Err(seen) => {
                 debug_assert_eq!(seen, NOTIFIED);
+                // broken: return on the token without taking it, so it
+                // stays behind and ends the next park too.
+                #[cfg(magpie_broken = "park_does_not_consume")]
+                return false;
                 // Acquire: pairs with the Release swap in `unpark`; a swap,
                 // not a store, so it reads the latest NOTIFIED and so
                 // synchronizes with every unpark merged into it.
@@ -259,14 +272,12 @@ impl<B: Sleep> RawParker<B> {
     /// there. Returns true if it was.
     #[inline]
     fn consume_after_wait(&self) -> bool {
-        #[cfg(not(magpie_broken = "parker_relaxed"))]
-        const CONSUME: Ordering = Ordering::Acquire;
-        #[cfg(magpie_broken = "parker_relaxed")]
-        const CONSUME: Ordering = Ordering::Relaxed;
-
         // Acquire: pairs with the Release swap in `unpark`. While we are
         // PARKED the only other write is an unparker's NOTIFIED, so the state
         // is either still PARKED (a spurious return) or NOTIFIED.
+        #[cfg(magpie_broken = "park_does_not_consume")]
+        return self.inner.state.load(CONSUME) == NOTIFIED;
+        #[cfg(not(magpie_broken = "park_does_not_consume"))]
         match self
             .inner
             .state
@@ -331,7 +342,7 @@ impl<B: Sleep> RawParker<B> {
         // first is consumed here, so it is neither lost nor left behind to end
         // the next park early. Acquire: pairs with the Release swap in
         // `unpark`, as in step 1.
-        match self.inner.state.swap(UNPARKED, Ordering::Acquire) {
+        match self.inner.state.swap(UNPARKED, CONSUME) {
             NOTIFIED => ParkResult::Notified,
             seen => {
                 debug_assert_eq!(seen, PARKED);
@@ -343,11 +354,6 @@ impl<B: Sleep> RawParker<B> {
 
 impl<B: Sleep> RawUnparker<B> {
     pub(crate) fn unpark(&self) -> bool {
-        #[cfg(not(magpie_broken = "parker_relaxed"))]
-        const PUBLISH: Ordering = Ordering::Release;
-        #[cfg(magpie_broken = "parker_relaxed")]
-        const PUBLISH: Ordering = Ordering::Relaxed;
-
         // Release: pairs with the Acquire consumption of NOTIFIED in `park`
         // (steps 1, 3 and 4), so what this thread wrote before unparking is
         // visible when the park returns. A swap, not a CAS from PARKED: an

@@ -30,6 +30,14 @@ for_each_backend! {
     each_unpark_publishes_the_writes_before_it => ping_pong;
 }
 
+#[test]
+fn parker_is_send_and_unparker_is_send_sync_clone() {
+    fn owned<T: Send>() {}
+    fn shared<T: Send + Sync + Clone>() {}
+    owned::<super::Parker>();
+    shared::<super::Unparker>();
+}
+
 fn state<B: Sleep>(p: &RawParker<B>) -> u32 {
     p.inner.state.load(Ordering::Relaxed)
 }
