@@ -3,10 +3,21 @@
 //! magpie's secret scanner. Not yet written: see issue 5.
 #![forbid(unsafe_code)]
 
-/// Runs the scanner with the given command-line arguments.
+pub mod archive;
+pub mod cli;
+pub mod pool;
+pub mod report;
+pub mod skip;
+pub mod source;
+pub mod trace;
+pub mod walk;
+
+/// Runs the scanner with the parsed command line.
 ///
-/// Returns the process exit code: 0 clean, 1 findings, 2 error.
-pub fn run(_args: Vec<std::ffi::OsString>) -> u8 {
-    eprintln!("scan: the scanner is not built yet (issue 5); nothing was scanned");
-    2
+/// `main` maps the result to the exit code with [`report::exit_code`]:
+/// 0 clean, 1 findings, 2 error (a broken pipe counts as clean).
+pub fn run(_config: cli::Config) -> Result<report::Outcome, report::ScanError> {
+    Err(report::ScanError::Other(
+        "the scanner is not built yet (issue 5); nothing was scanned".into(),
+    ))
 }

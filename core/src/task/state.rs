@@ -1,0 +1,809 @@
+//! The packed task-state word: one `AtomicU64` per task.
+//!
+//! ```text
+//!  63            40 39      32 31           6   5    4    3    2   1  0
+//! +----------------+----------+--------------+----+----+----+----+------+
+//! | ref count (24) | shield(8)| reserved (0) | JW | JI | CA | NO | life |
+//! +----------------+----------+--------------+----+----+----+----+------+
+//!   JW = JOIN_WAKER, JI = JOIN_INTEREST, CA = CANCELLED, NO = NOTIFIED,
+//!   life = IDLE (0) | SCHEDULED (1) | RUNNING (2) | COMPLETE (3)
+//! ```
+//!
+//! Every transition is one read-modify-write of the word (a CAS loop or a
+//! `fetch_*`) and returns a `#[must_use]` value telling the caller what it now
+//! owns or must do. The protocol, with numbered steps, the lifecycle diagram
+//! and the table of who holds which reference, is in `README.md` beside this
+//! file; the loom models are in `core/tests/loom_task_state.rs`.
+
+use core::fmt;
+
+#[cfg_attr(magpie_broken = "ref_dec_no_acquire_fence", allow(unused_imports))]
+use crate::sync::atomic::{fence, AtomicU64, Ordering};
+
+// ---------------------------------------------------------------------------
+// Layout
+// ---------------------------------------------------------------------------
+
+/// Bits 0..2: the lifecycle. Exactly one of [`IDLE`], [`SCHEDULED`],
+/// [`RUNNING`], [`COMPLETE`].
+pub const LIFECYCLE_MASK: u64 = 0b11;
+/// Not queued and not being polled: waiting for a waker (or for nothing, and
+/// then freed when its last reference goes).
+pub const IDLE: u64 = 0;
+/// Exactly one run-queue entry for the task exists (or is about to be pushed
+/// by the thread that made this transition).
+pub const SCHEDULED: u64 = 1;
+/// A worker is polling the future (or dropping it, for a cancelled task).
+pub const RUNNING: u64 = 2;
+/// The future is gone; the output (if anyone wants it) is in the task.
+pub const COMPLETE: u64 = 3;
+
+/// A waker fired while the task was SCHEDULED or RUNNING. `transition_to_idle`
+/// reads it in the same RMW that ends the poll, so a wake that lands during the
+/// poll reschedules the task instead of being lost. Clear whenever the task is
+/// IDLE or COMPLETE.
+pub const NOTIFIED: u64 = 1 << 2;
+/// `abort()` was called. It takes effect when the shield depth is 0 (see
+/// [`Snapshot::is_cancel_effective`]). Never cleared.
+pub const CANCELLED: u64 = 1 << 3;
+/// A `JoinHandle` exists and wants the output. Cleared by
+/// [`State::unset_join_interest`] when the handle is dropped.
+pub const JOIN_INTEREST: u64 = 1 << 4;
+/// The join-waker cell holds a waker the task side will wake on completion.
+/// While set (and the task not COMPLETE) only the task side may read the cell;
+/// while clear only the `JoinHandle` may touch it.
+pub const JOIN_WAKER: u64 = 1 << 5;
+/// All flag bits.
+pub const FLAGS_MASK: u64 = NOTIFIED | CANCELLED | JOIN_INTEREST | JOIN_WAKER;
+
+/// Lowest bit of the shield depth.
+pub const SHIELD_SHIFT: u32 = 32;
+/// Width of the shield depth.
+pub const SHIELD_BITS: u32 = 8;
+/// One shield level.
+pub const SHIELD_ONE: u64 = 1 << SHIELD_SHIFT;
+/// Deepest nesting of shields (255). One more is [`ShieldError::Overflow`].
+pub const SHIELD_MAX: u64 = (1 << SHIELD_BITS) - 1;
+/// The shield-depth field.
+pub const SHIELD_MASK: u64 = SHIELD_MAX << SHIELD_SHIFT;
+
+/// Lowest bit of the reference count.
+pub const REF_SHIFT: u32 = 40;
+/// Width of the reference count.
+pub const REF_BITS: u32 = 24;
+/// One reference.
+pub const REF_ONE: u64 = 1 << REF_SHIFT;
+/// Most references a task can have (16,777,215). One more aborts the process.
+pub const REF_MAX: u64 = (1 << REF_BITS) - 1;
+/// The reference-count field.
+pub const REF_MASK: u64 = REF_MAX << REF_SHIFT;
+
+// The fields do not overlap.
+const _: () = assert!(LIFECYCLE_MASK & FLAGS_MASK == 0);
+const _: () = assert!((LIFECYCLE_MASK | FLAGS_MASK) & SHIELD_MASK == 0);
+const _: () = assert!((LIFECYCLE_MASK | FLAGS_MASK | SHIELD_MASK) & REF_MASK == 0);
+// The four lifecycle values fit the lifecycle field.
+const _: () = assert!(COMPLETE & !LIFECYCLE_MASK == 0);
+// The reference count is the top field, so an overflowing `fetch_add` in
+// `ref_inc` wraps off the end of the word instead of corrupting a neighbour
+// before the process aborts.
+const _: () = assert!(REF_SHIFT + REF_BITS == 64);
+// The shield depth sits directly below the reference count: a carry out of it
+// would add a reference. That is why `shield_enter` checks the depth inside
+// its CAS instead of using `fetch_add` (seed 003's bug).
+const _: () = assert!(SHIELD_SHIFT + SHIELD_BITS == REF_SHIFT);
+// The sizes the README quotes.
+const _: () = assert!(SHIELD_MAX == 255 && REF_MAX == 16_777_215);
+
+// ---------------------------------------------------------------------------
+// Snapshot
+// ---------------------------------------------------------------------------
+
+/// The lifecycle part of a [`Snapshot`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lifecycle {
+    /// [`IDLE`]
+    Idle,
+    /// [`SCHEDULED`]
+    Scheduled,
+    /// [`RUNNING`]
+    Running,
+    /// [`COMPLETE`]
+    Complete,
+}
+
+/// One value of the state word, with accessors for its fields.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Snapshot(u64);
+
+impl Snapshot {
+    /// The raw word.
+    #[inline]
+    pub const fn raw(self) -> u64 {
+        self.0
+    }
+
+    /// The lifecycle field.
+    #[inline]
+    pub const fn lifecycle(self) -> Lifecycle {
+        match self.0 & LIFECYCLE_MASK {
+            IDLE => Lifecycle::Idle,
+            SCHEDULED => Lifecycle::Scheduled,
+            RUNNING => Lifecycle::Running,
+            _ => Lifecycle::Complete,
+        }
+    }
+
+    /// Lifecycle is IDLE.
+    #[inline]
+    pub const fn is_idle(self) -> bool {
+        self.0 & LIFECYCLE_MASK == IDLE
+    }
+
+    /// Lifecycle is SCHEDULED.
+    #[inline]
+    pub const fn is_scheduled(self) -> bool {
+        self.0 & LIFECYCLE_MASK == SCHEDULED
+    }
+
+    /// Lifecycle is RUNNING.
+    #[inline]
+    pub const fn is_running(self) -> bool {
+        self.0 & LIFECYCLE_MASK == RUNNING
+    }
+
+    /// Lifecycle is COMPLETE.
+    #[inline]
+    pub const fn is_complete(self) -> bool {
+        self.0 & LIFECYCLE_MASK == COMPLETE
+    }
+
+    /// [`NOTIFIED`] is set.
+    #[inline]
+    pub const fn is_notified(self) -> bool {
+        self.0 & NOTIFIED != 0
+    }
+
+    /// [`CANCELLED`] is set (whether or not a shield defers it).
+    #[inline]
+    pub const fn is_cancelled(self) -> bool {
+        self.0 & CANCELLED != 0
+    }
+
+    /// [`JOIN_INTEREST`] is set.
+    #[inline]
+    pub const fn has_join_interest(self) -> bool {
+        self.0 & JOIN_INTEREST != 0
+    }
+
+    /// [`JOIN_WAKER`] is set.
+    #[inline]
+    pub const fn has_join_waker(self) -> bool {
+        self.0 & JOIN_WAKER != 0
+    }
+
+    /// Number of shields the task is inside (0..=255).
+    #[inline]
+    pub const fn shield_depth(self) -> u32 {
+        ((self.0 & SHIELD_MASK) >> SHIELD_SHIFT) as u32
+    }
+
+    /// Number of references (0..=16,777,215).
+    #[inline]
+    pub const fn ref_count(self) -> u32 {
+        (self.0 >> REF_SHIFT) as u32
+    }
+
+    /// Cancellation was requested and no shield defers it.
+    #[inline]
+    pub const fn is_cancel_effective(self) -> bool {
+        #[cfg(not(magpie_broken = "cancel_ignores_shield"))]
+        return self.is_cancelled() && self.shield_depth() == 0;
+        // broken: a shield no longer defers anything.
+        #[cfg(magpie_broken = "cancel_ignores_shield")]
+        return self.is_cancelled();
+    }
+
+    #[inline]
+    const fn with_lifecycle(self, lifecycle: u64) -> Self {
+        Self((self.0 & !LIFECYCLE_MASK) | lifecycle)
+    }
+
+    #[inline]
+    const fn set(self, bits: u64) -> Self {
+        Self(self.0 | bits)
+    }
+
+    #[inline]
+    const fn unset(self, bits: u64) -> Self {
+        Self(self.0 & !bits)
+    }
+
+    /// One more reference. The callers are transitions that create a queue
+    /// entry; at [`REF_MAX`] the process aborts (see [`State::ref_inc`]).
+    #[inline]
+    fn ref_inc(self) -> Self {
+        if self.ref_count() as u64 == REF_MAX {
+            ref_overflow();
+        }
+        Self(self.0 + REF_ONE)
+    }
+}
+
+impl fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("lifecycle", &self.lifecycle())
+            .field("notified", &self.is_notified())
+            .field("cancelled", &self.is_cancelled())
+            .field("join_interest", &self.has_join_interest())
+            .field("join_waker", &self.has_join_waker())
+            .field("shield_depth", &self.shield_depth())
+            .field("ref_count", &self.ref_count())
+            .finish()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Transition results
+// ---------------------------------------------------------------------------
+
+/// What [`State::transition_to_running`] tells the worker.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransitionToRunning {
+    /// SCHEDULED -> RUNNING: poll the future.
+    Success,
+    /// SCHEDULED -> RUNNING, but cancellation is effective: drop the future
+    /// instead of polling it, store the cancelled output, then
+    /// [`State::transition_to_complete`].
+    Cancelled,
+}
+
+/// What [`State::transition_to_idle`] tells the worker after a `Pending` poll.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransitionToIdle {
+    /// RUNNING -> IDLE, and the worker's reference was dropped in the same
+    /// RMW; others remain. The worker must not touch the task again.
+    Ok,
+    /// RUNNING -> IDLE, and the worker's reference was the last one: the
+    /// worker frees the task (nobody can ever wake it).
+    OkDealloc,
+    /// A wake arrived during the poll: RUNNING -> SCHEDULED with NOTIFIED
+    /// cleared. The worker's reference now belongs to the new queue entry:
+    /// push the task to a run queue.
+    OkNotified,
+    /// Cancellation arrived during the poll and is effective now. The state
+    /// is unchanged (still RUNNING, the worker keeps its reference): drop the
+    /// future, store the cancelled output, then
+    /// [`State::transition_to_complete`].
+    Cancelled,
+}
+
+/// What [`State::transition_to_notified`] tells the waker.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransitionToNotified {
+    /// IDLE -> SCHEDULED with one new reference: the caller pushes the task to
+    /// a run queue, and that entry owns the new reference.
+    Submit,
+    /// Nothing for the caller to do: the task is already queued or running
+    /// (NOTIFIED is now set) or complete.
+    DoNothing,
+}
+
+/// What [`State::cancel`] tells the caller of `abort()`.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransitionToCancelled {
+    /// The task was IDLE: it is now SCHEDULED and CANCELLED with one new
+    /// reference. The caller pushes it to a run queue so a worker drops it.
+    Schedule,
+    /// The task is being polled; the worker sees CANCELLED in
+    /// `transition_to_idle` (or the task completes first).
+    Running,
+    /// The task is queued; the worker sees CANCELLED in
+    /// `transition_to_running`.
+    Scheduled,
+    /// Too late: the task already completed. Nothing changed.
+    AlreadyComplete,
+}
+
+/// What [`State::shield_exit`] reports.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShieldExit {
+    /// No cancellation takes effect: either none was requested or an outer
+    /// shield still defers it.
+    Clear,
+    /// The depth is back to 0 with CANCELLED set: cancellation takes effect
+    /// now. The poll should return promptly; `transition_to_idle` will report
+    /// [`TransitionToIdle::Cancelled`].
+    CancelPending,
+}
+
+/// A shield operation that would corrupt the word. The word is unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShieldError {
+    /// `shield_enter` at depth [`SHIELD_MAX`]: 256 nested shields.
+    Overflow,
+    /// `shield_exit` at depth 0: more exits than enters.
+    Underflow,
+}
+
+impl fmt::Display for ShieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ShieldError::Overflow => {
+                write!(f, "more than {SHIELD_MAX} nested cancellation shields")
+            }
+            ShieldError::Underflow => {
+                f.write_str("cancellation shield exited more often than entered")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ShieldError {}
+
+// ---------------------------------------------------------------------------
+// The word
+// ---------------------------------------------------------------------------
+
+/// The task-state word. `Send + Sync`; every method is one atomic RMW (or a
+/// load).
+pub struct State {
+    val: AtomicU64,
+}
+
+// Shared by workers, wakers and handles on any thread.
+const _: () = {
+    const fn send_sync<T: Send + Sync>() {}
+    send_sync::<State>();
+};
+
+impl State {
+    /// A freshly spawned task: SCHEDULED (the spawner is about to queue it),
+    /// JOIN_INTEREST if it has a `JoinHandle`, and one reference for the queue
+    /// entry plus one for the `JoinHandle` if there is one.
+    pub fn new(join_interest: bool) -> Self {
+        let (flag, refs) = if join_interest {
+            (JOIN_INTEREST, 2)
+        } else {
+            (0, 1)
+        };
+        Self {
+            val: AtomicU64::new(SCHEDULED | flag | (refs * REF_ONE)),
+        }
+    }
+
+    /// A state word holding `raw`, for tests that start from a given state.
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn from_raw(raw: u64) -> Self {
+        Self {
+            val: AtomicU64::new(raw),
+        }
+    }
+
+    /// The current value.
+    #[inline]
+    pub fn load(&self) -> Snapshot {
+        // Acquire: pairs with the Release half of every transition (see
+        // `fetch_update_action`), so a JoinHandle that loads COMPLETE may read
+        // the output the worker wrote before `transition_to_complete`.
+        Snapshot(self.val.load(Ordering::Acquire))
+    }
+
+    /// One transition: run `f` on the current value until the CAS of the value
+    /// it returns succeeds, or `f` declines to write (`None`).
+    ///
+    /// Orderings, for every transition built on this:
+    /// - success AcqRel. Release publishes what the caller did to the task
+    ///   before the transition (polled the future, wrote the output, wrote the
+    ///   join waker) to the next thread whose RMW or load reads this value or a
+    ///   later one in the word's release sequence; Acquire is that reading
+    ///   side. The pairs: `transition_to_idle`/`transition_to_complete`
+    ///   (Release) with the next `transition_to_running` and the JoinHandle's
+    ///   `load`/`unset_join_interest`/`set_join_waker` (Acquire);
+    ///   `set_join_waker` (Release) with `transition_to_complete` (Acquire)
+    ///   before the waker cell is read; a waker's `transition_to_notified`
+    ///   (Release) with the poller's next RMW (Acquire), which is what makes
+    ///   the waker's own writes visible to the poll it caused.
+    /// - failure and the first load Acquire, so a transition that declines to
+    ///   write (COMPLETE seen) has still synchronized with the completion.
+    #[inline]
+    fn fetch_update_action<T>(&self, mut f: impl FnMut(Snapshot) -> (T, Option<Snapshot>)) -> T {
+        let mut curr = self.load();
+        loop {
+            let (action, next) = f(curr);
+            let Some(next) = next else { return action };
+            match self.val.compare_exchange_weak(
+                curr.0,
+                next.0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return action,
+                Err(actual) => curr = Snapshot(actual),
+            }
+        }
+    }
+
+    /// A worker popped the task and is about to poll it: SCHEDULED -> RUNNING,
+    /// clearing NOTIFIED (this poll will see whatever that wake published).
+    ///
+    /// Returns [`TransitionToRunning::Cancelled`] when cancellation is
+    /// effective (CANCELLED and shield depth 0): drop the future instead.
+    ///
+    /// # Panics
+    /// If the task is not SCHEDULED: a run-queue entry exists only for a
+    /// SCHEDULED task, so this is a scheduler bug.
+    pub fn transition_to_running(&self) -> TransitionToRunning {
+        self.fetch_update_action(|curr| {
+            assert!(
+                curr.is_scheduled(),
+                "transition_to_running: not SCHEDULED: {curr:?}"
+            );
+            let next = curr.with_lifecycle(RUNNING).unset(NOTIFIED);
+            #[cfg(not(magpie_broken = "running_ignores_cancel"))]
+            if curr.is_cancel_effective() {
+                return (TransitionToRunning::Cancelled, Some(next));
+            }
+            (TransitionToRunning::Success, Some(next))
+        })
+    }
+
+    /// The poll returned `Pending`: RUNNING -> IDLE, dropping the worker's
+    /// reference in the same RMW.
+    ///
+    /// If NOTIFIED was set during the poll, goes to SCHEDULED instead and the
+    /// worker's reference passes to the new queue entry
+    /// ([`TransitionToIdle::OkNotified`]): the task is rescheduled exactly once
+    /// however many wakes arrived. If cancellation became effective during the
+    /// poll, nothing changes ([`TransitionToIdle::Cancelled`]).
+    ///
+    /// # Panics
+    /// If the task is not RUNNING.
+    pub fn transition_to_idle(&self) -> TransitionToIdle {
+        self.fetch_update_action(|curr| {
+            assert!(
+                curr.is_running(),
+                "transition_to_idle: not RUNNING: {curr:?}"
+            );
+            if curr.is_cancel_effective() {
+                return (TransitionToIdle::Cancelled, None);
+            }
+            #[cfg(not(magpie_broken = "idle_ignores_notified"))]
+            if curr.is_notified() {
+                let next = curr.with_lifecycle(SCHEDULED).unset(NOTIFIED);
+                return (TransitionToIdle::OkNotified, Some(next));
+            }
+            // The worker's reference was the queue entry's; polling consumed
+            // it. ref_count >= 1 while RUNNING (the worker holds one).
+            debug_assert!(curr.ref_count() >= 1);
+            let next = Snapshot(curr.with_lifecycle(IDLE).unset(NOTIFIED).0 - REF_ONE);
+            if next.ref_count() == 0 {
+                (TransitionToIdle::OkDealloc, Some(next))
+            } else {
+                (TransitionToIdle::Ok, Some(next))
+            }
+        })
+    }
+
+    /// A waker fired (by reference; a by-value wake is this, then
+    /// [`State::ref_dec`] for the waker's own reference).
+    ///
+    /// - IDLE -> SCHEDULED with one new reference: [`TransitionToNotified::Submit`],
+    ///   the caller pushes the task and the queue entry owns the reference.
+    /// - SCHEDULED or RUNNING: set NOTIFIED. This is a write even when the bit
+    ///   is already set: the RMW puts the wake into the word's modification
+    ///   order, so the worker's next RMW synchronizes with it (a plain load
+    ///   here would let the poll miss the waker's data, a store-buffering race;
+    ///   see the README).
+    /// - COMPLETE: nothing.
+    pub fn transition_to_notified(&self) -> TransitionToNotified {
+        self.fetch_update_action(|curr| match curr.lifecycle() {
+            Lifecycle::Idle => {
+                let next = curr.with_lifecycle(SCHEDULED).ref_inc();
+                (TransitionToNotified::Submit, Some(next))
+            }
+            #[cfg(not(magpie_broken = "wake_skips_write_when_queued"))]
+            Lifecycle::Scheduled | Lifecycle::Running => {
+                (TransitionToNotified::DoNothing, Some(curr.set(NOTIFIED)))
+            }
+            // broken: "already queued, nothing to do" without an RMW.
+            #[cfg(magpie_broken = "wake_skips_write_when_queued")]
+            Lifecycle::Scheduled => (TransitionToNotified::DoNothing, None),
+            #[cfg(magpie_broken = "wake_skips_write_when_queued")]
+            Lifecycle::Running => (TransitionToNotified::DoNothing, Some(curr.set(NOTIFIED))),
+            Lifecycle::Complete => (TransitionToNotified::DoNothing, None),
+        })
+    }
+
+    /// The poll returned `Ready`, or a cancelled task's future was dropped:
+    /// RUNNING -> COMPLETE, clearing NOTIFIED. Returns the new value. The
+    /// caller, who still holds its reference, then:
+    /// 1. drops the output if [`Snapshot::has_join_interest`] is false;
+    /// 2. otherwise, if [`Snapshot::has_join_waker`], wakes the waker in the
+    ///    join-waker cell and calls [`State::unset_join_waker_after_complete`];
+    /// 3. drops its reference with [`State::ref_dec`].
+    ///
+    /// The output must be written before this call (Release, see
+    /// `fetch_update_action`).
+    ///
+    /// # Panics
+    /// If the task is not RUNNING.
+    #[must_use]
+    pub fn transition_to_complete(&self) -> Snapshot {
+        self.fetch_update_action(|curr| {
+            assert!(
+                curr.is_running(),
+                "transition_to_complete: not RUNNING: {curr:?}"
+            );
+            let next = curr.with_lifecycle(COMPLETE).unset(NOTIFIED);
+            (next, Some(next))
+        })
+    }
+
+    /// `abort()`: set CANCELLED.
+    ///
+    /// An IDLE task is also moved to SCHEDULED with one new reference
+    /// ([`TransitionToCancelled::Schedule`]): the caller must queue it, or a
+    /// cancelled task that nobody wakes would never complete (seed 003's bug).
+    /// A shielded IDLE task is scheduled too; its next poll runs normally and
+    /// cancellation takes effect when its last shield exits.
+    pub fn cancel(&self) -> TransitionToCancelled {
+        self.fetch_update_action(|curr| match curr.lifecycle() {
+            #[cfg(not(magpie_broken = "cancel_idle_no_schedule"))]
+            Lifecycle::Idle => {
+                let next = curr.with_lifecycle(SCHEDULED).set(CANCELLED).ref_inc();
+                (TransitionToCancelled::Schedule, Some(next))
+            }
+            // broken: the flag is set but nobody will ever run the task.
+            #[cfg(magpie_broken = "cancel_idle_no_schedule")]
+            Lifecycle::Idle => (TransitionToCancelled::Scheduled, Some(curr.set(CANCELLED))),
+            Lifecycle::Scheduled => (TransitionToCancelled::Scheduled, Some(curr.set(CANCELLED))),
+            Lifecycle::Running => (TransitionToCancelled::Running, Some(curr.set(CANCELLED))),
+            Lifecycle::Complete => (TransitionToCancelled::AlreadyComplete, None),
+        })
+    }
+
+    /// Enter a cancellation shield: while the depth is above 0, CANCELLED does
+    /// not take effect. Called by the task itself, during its poll.
+    ///
+    /// At depth [`SHIELD_MAX`] this returns [`ShieldError::Overflow`] and
+    /// leaves the word unchanged: the check is inside the CAS, so the depth can
+    /// never carry into the reference count above it.
+    pub fn shield_enter(&self) -> Result<(), ShieldError> {
+        #[cfg(magpie_broken = "shield_carry")]
+        return self.shield_enter_unchecked();
+        #[cfg(not(magpie_broken = "shield_carry"))]
+        return self.fetch_update_action(|curr| {
+            if curr.shield_depth() as u64 == SHIELD_MAX {
+                (Err(ShieldError::Overflow), None)
+            } else {
+                (Ok(()), Some(Snapshot(curr.0 + SHIELD_ONE)))
+            }
+        });
+    }
+
+    /// broken: an unchecked add; at depth 255 it carries into the reference
+    /// count.
+    #[cfg(magpie_broken = "shield_carry")]
+    fn shield_enter_unchecked(&self) -> Result<(), ShieldError> {
+        // AcqRel: as in `fetch_update_action`.
+        self.val.fetch_add(SHIELD_ONE, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Leave a cancellation shield. [`ShieldExit::CancelPending`] when this
+    /// took the depth to 0 with CANCELLED set: cancellation is effective from
+    /// now on. At depth 0 this returns [`ShieldError::Underflow`] and leaves the
+    /// word unchanged (no borrow from the reference count).
+    pub fn shield_exit(&self) -> Result<ShieldExit, ShieldError> {
+        self.fetch_update_action(|curr| {
+            if curr.shield_depth() == 0 {
+                return (Err(ShieldError::Underflow), None);
+            }
+            let next = Snapshot(curr.0 - SHIELD_ONE);
+            if next.is_cancel_effective() {
+                (Ok(ShieldExit::CancelPending), Some(next))
+            } else {
+                (Ok(ShieldExit::Clear), Some(next))
+            }
+        })
+    }
+
+    /// CANCELLED is set and no shield defers it. A poll may check this between
+    /// steps to stop early.
+    #[inline]
+    pub fn is_cancel_effective(&self) -> bool {
+        self.load().is_cancel_effective()
+    }
+
+    /// One more reference (a waker clone, a new handle).
+    ///
+    /// Aborts the process if the count would pass [`REF_MAX`]: the count is
+    /// the top field, so the wrapped add corrupted only the count itself, and
+    /// continuing could free a task that is still referenced.
+    #[inline]
+    pub fn ref_inc(&self) {
+        // Relaxed: a new reference is made from one the caller already holds,
+        // so the task cannot be freed concurrently and nothing is published.
+        let prev = Snapshot(self.val.fetch_add(REF_ONE, Ordering::Relaxed));
+        if prev.ref_count() as u64 == REF_MAX {
+            ref_overflow();
+        }
+        debug_assert!(prev.ref_count() > 0, "ref_inc on a freed task");
+    }
+
+    /// Drop one reference. `true` means this dropped the last one: the caller
+    /// frees the task, and exactly one caller over the task's life sees `true`.
+    #[inline]
+    #[must_use]
+    pub fn ref_dec(&self) -> bool {
+        self.ref_dec_by(1)
+    }
+
+    /// Drop `n` references at once (for example a worker's reference and a
+    /// waker's). `true` means these were the last ones.
+    ///
+    /// Aborts the process if the count was below `n` (a reference dropped
+    /// twice: the task may already be freed).
+    ///
+    /// # Panics
+    /// If `n` exceeds [`REF_MAX`] (no task can hold that many).
+    #[inline]
+    #[must_use]
+    pub fn ref_dec_by(&self, n: u32) -> bool {
+        assert!(
+            u64::from(n) <= REF_MAX,
+            "ref_dec_by({n}): more than REF_MAX"
+        );
+        if n == 0 {
+            return false;
+        }
+        // Release: every access this thread made to the task happens before
+        // the free, via the Acquire fence below in whichever thread drops the
+        // last reference (Arc's pattern: one fence on the rare path instead of
+        // Acquire on every decrement).
+        let prev = Snapshot(
+            self.val
+                .fetch_sub(u64::from(n) << REF_SHIFT, Ordering::Release),
+        );
+        if prev.ref_count() < n {
+            ref_underflow();
+        }
+        if prev.ref_count() != n {
+            return false;
+        }
+        // Acquire: pairs with the Release decrement of every earlier reference
+        // (they are all in this word's release sequence), so their accesses
+        // to the task happen before the caller frees it.
+        #[cfg(not(magpie_broken = "ref_dec_no_acquire_fence"))]
+        fence(Ordering::Acquire);
+        true
+    }
+
+    /// The `JoinHandle` is dropped: clear JOIN_INTEREST.
+    ///
+    /// - `Ok(next)`: not COMPLETE. JOIN_WAKER was cleared in the same RMW, so
+    ///   the handle owns the join-waker cell again and drops any waker in it;
+    ///   the task will drop its own output on completion.
+    /// - `Err(next)`: already COMPLETE. The handle drops the output. If
+    ///   `next.has_join_waker()`, the task side is still using the waker cell
+    ///   and will drop the waker in `unset_join_waker_after_complete`;
+    ///   otherwise the handle drops it.
+    ///
+    /// The handle still holds its reference; it drops it with `ref_dec` after.
+    ///
+    /// # Panics
+    /// If JOIN_INTEREST is not set.
+    pub fn unset_join_interest(&self) -> Result<Snapshot, Snapshot> {
+        self.fetch_update_action(|curr| {
+            assert!(
+                curr.has_join_interest(),
+                "unset_join_interest: no JOIN_INTEREST: {curr:?}"
+            );
+            if curr.is_complete() {
+                let next = curr.unset(JOIN_INTEREST);
+                (Err(next), Some(next))
+            } else {
+                let next = curr.unset(JOIN_INTEREST | JOIN_WAKER);
+                (Ok(next), Some(next))
+            }
+        })
+    }
+
+    /// The `JoinHandle` wrote a waker into the join-waker cell and publishes
+    /// it: set JOIN_WAKER. `Err(curr)` if the task is already COMPLETE (the
+    /// word is unchanged): read the output now instead of waiting.
+    ///
+    /// The waker must be written BEFORE this call: the Release half of the
+    /// RMW pairs with the Acquire half of `transition_to_complete`, after
+    /// which the task side reads the cell.
+    ///
+    /// # Panics
+    /// If JOIN_INTEREST is clear or JOIN_WAKER is already set.
+    pub fn set_join_waker(&self) -> Result<Snapshot, Snapshot> {
+        self.fetch_update_action(|curr| {
+            assert!(
+                curr.has_join_interest() && !curr.has_join_waker(),
+                "set_join_waker: {curr:?}"
+            );
+            if curr.is_complete() {
+                (Err(curr), None)
+            } else {
+                let next = curr.set(JOIN_WAKER);
+                (Ok(next), Some(next))
+            }
+        })
+    }
+
+    /// The `JoinHandle` wants to replace its waker: clear JOIN_WAKER so it owns
+    /// the cell again. `Err(curr)` if COMPLETE (unchanged): the task side may
+    /// be reading the cell, leave it alone and read the output.
+    ///
+    /// # Panics
+    /// If JOIN_INTEREST or JOIN_WAKER is clear.
+    pub fn unset_join_waker(&self) -> Result<Snapshot, Snapshot> {
+        self.fetch_update_action(|curr| {
+            assert!(
+                curr.has_join_interest() && curr.has_join_waker(),
+                "unset_join_waker: {curr:?}"
+            );
+            if curr.is_complete() {
+                (Err(curr), None)
+            } else {
+                let next = curr.unset(JOIN_WAKER);
+                (Ok(next), Some(next))
+            }
+        })
+    }
+
+    /// The task side has woken the join waker after completion and hands the
+    /// cell back: clear JOIN_WAKER. If the returned value has no
+    /// JOIN_INTEREST, the handle is gone and the caller drops the waker;
+    /// otherwise the handle owns it now.
+    ///
+    /// # Panics
+    /// If the task is not COMPLETE or JOIN_WAKER is clear.
+    #[must_use]
+    pub fn unset_join_waker_after_complete(&self) -> Snapshot {
+        // AcqRel: Release so this side's read of the waker cell happens before
+        // the handle's next access to it (the handle's Acquire in
+        // `unset_join_interest` or `load`); Acquire so, if the handle has gone,
+        // its accesses to the cell happen before this side drops the waker.
+        let prev = Snapshot(self.val.fetch_and(!JOIN_WAKER, Ordering::AcqRel));
+        assert!(
+            prev.is_complete() && prev.has_join_waker(),
+            "unset_join_waker_after_complete: {prev:?}"
+        );
+        prev.unset(JOIN_WAKER)
+    }
+}
+
+impl fmt::Debug for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("State").field(&self.load()).finish()
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn ref_overflow() -> ! {
+    // Aborting, not panicking: a wrapped count could free a live task, and
+    // unwinding would run destructors that drop references.
+    std::process::abort()
+}
+
+#[cold]
+#[inline(never)]
+fn ref_underflow() -> ! {
+    // A reference was dropped twice; the task may already be freed.
+    std::process::abort()
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

@@ -1,0 +1,106 @@
+//! Loom models of the parker (`core/src/park/README.md`). Under loom the
+//! parker sleeps on loom's `Mutex` + `Condvar` and `park_timeout` never times
+//! out, so every model that finishes proves its wakeup came from an unpark.
+//!
+//! RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2 \
+//!   CARGO_TARGET_DIR=target/loom cargo test -p magpie-core --release --test loom_park
+#![cfg(loom)]
+
+use std::time::Duration;
+
+use magpie_core::park::{ParkResult, Parker};
+use magpie_core::sync::atomic::{AtomicBool, Ordering};
+use magpie_core::sync::{thread, Arc, UnsafeCell};
+
+/// Unpark runs to completion (the unparking thread is joined) before park
+/// starts. The park must return: the unpark was remembered as NOTIFIED.
+// broken-variant: unpark_forgets_when_running
+#[test]
+fn unpark_before_park_is_not_lost() {
+    loom::model(|| {
+        let parker = Parker::new();
+        let unparker = parker.unparker();
+        let t = thread::spawn(move || unparker.unpark());
+        assert!(!t.join().unwrap(), "nobody was asleep yet");
+        parker.park();
+    });
+}
+
+/// A model where an unpark races `park` (any variant of it, run by `park`),
+/// and the unparker writes a plain cell before it unparks. The parker reads
+/// the cell after the park returns: loom reports a data race unless the
+/// orderings put the write before the read.
+fn unpark_races(park: fn(&Parker)) {
+    loom::model(move || {
+        let parker = Parker::new();
+        let unparker = parker.unparker();
+        let cell = Arc::new(UnsafeCell::new(0u32));
+        let t = thread::spawn({
+            let cell = Arc::clone(&cell);
+            move || {
+                // SAFETY: the parker thread reads the cell only after its park
+                // returned, which the unpark below orders after this write.
+                cell.with_mut(|p| unsafe { *p = 1 });
+                unparker.unpark();
+            }
+        });
+        park(&parker);
+        // SAFETY: see the writer.
+        let seen = cell.with(|p| unsafe { *p });
+        assert_eq!(seen, 1);
+        t.join().unwrap();
+    });
+}
+
+/// Unpark races park. The park returns in every interleaving and sees what
+/// the unparker wrote before it unparked.
+// broken-variant: parker_relaxed
+#[test]
+fn unpark_during_park_wakes() {
+    unpark_races(Parker::park);
+}
+
+/// `park_timeout` racing an unpark returns `Notified`. Under loom the timeout
+/// never fires, so this also shows the wakeup does not depend on it.
+// broken-variant: parker_relaxed
+#[test]
+fn park_timeout_is_woken_by_unpark() {
+    unpark_races(|parker| {
+        assert_eq!(
+            parker.park_timeout(Duration::from_millis(10)),
+            ParkResult::Notified
+        );
+    });
+}
+
+/// Two parks, two unparks, the second sent only after the first park
+/// returned. The second park must wait for the second unpark: the first
+/// park consumed its notification instead of leaving it behind.
+// broken-variant: park_does_not_consume
+#[test]
+fn each_park_consumes_its_unpark() {
+    loom::model(|| {
+        let parker = Parker::new();
+        let unparker = parker.unparker();
+        let first_returned = Arc::new(AtomicBool::new(false));
+        let second_sent = Arc::new(AtomicBool::new(false));
+        let t = thread::spawn({
+            let (first_returned, second_sent) =
+                (Arc::clone(&first_returned), Arc::clone(&second_sent));
+            move || {
+                unparker.unpark();
+                while !first_returned.load(Ordering::Acquire) {
+                    thread::yield_now();
+                }
+                second_sent.store(true, Ordering::Relaxed);
+                unparker.unpark();
+            }
+        });
+        parker.park();
+        first_returned.store(true, Ordering::Release);
+        parker.park();
+        // Ordered by the unpark's Release and the park's Acquire.
+        assert!(second_sent.load(Ordering::Relaxed));
+        t.join().unwrap();
+    });
+}

@@ -1,0 +1,240 @@
+//! Byte sources under the archive readers: a file read by position, a parent
+//! cursor's current member, and the gzip layer with its inflation guard.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
+
+use super::cursor::{Meter, ParentMember};
+use super::error::{ArchiveError, ErrorScope};
+use crate::skip::SkipReason;
+
+/// Decompressed bytes a gzip stream or zip member may produce before the
+/// inflation ratio is checked at all: small highly-compressible files (a
+/// 100 KB run of spaces inflates 1000:1) are normal; bombs are not small.
+pub const INFLATION_GRACE: u64 = 1024 * 1024;
+
+/// Positional read that retries `EINTR`.
+pub(crate) fn read_at(file: &File, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+    loop {
+        match file.read_at(buf, pos) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            other => return other,
+        }
+    }
+}
+
+/// Reads from `*pos` but not past `end`, advancing `*pos`.
+pub(crate) fn read_range(
+    file: &File,
+    pos: &mut u64,
+    end: u64,
+    buf: &mut [u8],
+) -> io::Result<usize> {
+    let left = end.saturating_sub(*pos);
+    let want = usize::try_from(left).map_or(buf.len(), |l| l.min(buf.len()));
+    if want == 0 {
+        return Ok(0);
+    }
+    let n = read_at(file, &mut buf[..want], *pos)?;
+    *pos += n as u64;
+    Ok(n)
+}
+
+/// Fills `buf` from `r` until it is full or `r` ends; returns the count.
+pub(crate) fn read_full<R: Read + ?Sized>(r: &mut R, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Where an archive's raw bytes come from.
+pub(crate) enum Source {
+    /// A file on disk (or a spooled temp file), read by position.
+    File { file: File, pos: u64, len: u64 },
+    /// The current member of the enclosing archive.
+    Parent(ParentMember),
+}
+
+impl Source {
+    pub(crate) fn file(file: File) -> Result<Source, ArchiveError> {
+        let len = file
+            .metadata()
+            .map_err(|e| ArchiveError::from_io(&e, ErrorScope::Archive))?
+            .len();
+        Ok(Source::File { file, pos: 0, len })
+    }
+}
+
+impl Read for Source {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Source::File { file, pos, len } => read_range(file, pos, *len, buf),
+            Source::Parent(p) => p.read(buf),
+        }
+    }
+}
+
+/// Counts the bytes read through it (the compressed input of a decoder).
+pub(crate) struct Counted<R> {
+    pub(crate) inner: R,
+    pub(crate) count: u64,
+}
+
+impl<R: Read> Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count += n as u64;
+        Ok(n)
+    }
+}
+
+/// True when `out` decompressed bytes from `input` compressed bytes break the
+/// ratio (0 disables the check; the first [`INFLATION_GRACE`] bytes are free).
+pub(crate) fn over_ratio(out: u64, input: u64, max_ratio: u64) -> bool {
+    max_ratio != 0
+        && out > INFLATION_GRACE
+        && u128::from(out) > u128::from(max_ratio) * u128::from(input.max(1))
+}
+
+/// A gzip decoder (concatenated members are one stream, as `gunzip` reads
+/// them) that refuses to inflate past the ratio.
+pub(crate) struct GzLayer {
+    dec: flate2::read::MultiGzDecoder<Counted<Source>>,
+    out: u64,
+    max_ratio: u64,
+}
+
+impl GzLayer {
+    pub(crate) fn new(src: Source, max_ratio: u64) -> Self {
+        GzLayer {
+            dec: flate2::read::MultiGzDecoder::new(Counted {
+                inner: src,
+                count: 0,
+            }),
+            out: 0,
+            max_ratio,
+        }
+    }
+
+    /// The original file name stored in the gzip header, if any (known after
+    /// the first read).
+    pub(crate) fn file_name(&self) -> Option<Vec<u8>> {
+        self.dec
+            .header()
+            .and_then(|h| h.filename())
+            .map(<[u8]>::to_vec)
+    }
+}
+
+impl Read for GzLayer {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.dec.read(buf)?;
+        self.out += n as u64;
+        if over_ratio(self.out, self.dec.get_ref().count, self.max_ratio) {
+            return Err(ArchiveError::new(
+                SkipReason::ArchiveInflation,
+                ErrorScope::Archive,
+                format!(
+                    "gzip stream inflated {} bytes from {}",
+                    self.out,
+                    self.dec.get_ref().count
+                ),
+            )
+            .into_io());
+        }
+        Ok(n)
+    }
+}
+
+/// The byte stream a tar or gzip reader consumes, with the bytes already read
+/// to detect the format replayed first.
+pub(crate) struct Stream {
+    head: Vec<u8>,
+    head_pos: usize,
+    body: StreamBody,
+}
+
+pub(crate) enum StreamBody {
+    Plain(Source),
+    Gz(Box<GzLayer>),
+}
+
+impl Stream {
+    pub(crate) fn new(head: Vec<u8>, body: StreamBody) -> Self {
+        Stream {
+            head,
+            head_pos: 0,
+            body,
+        }
+    }
+
+    /// Skips `n` bytes. A plain file seeks for free; anything else is read
+    /// and discarded, and what it decompressed is charged to the meter.
+    pub(crate) fn skip(&mut self, mut n: u64, meter: &mut Meter) -> Result<(), ArchiveError> {
+        let from_head =
+            (self.head.len() - self.head_pos).min(usize::try_from(n).unwrap_or(usize::MAX));
+        self.head_pos += from_head;
+        n -= from_head as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        if let StreamBody::Plain(Source::File { pos, len, .. }) = &mut self.body {
+            let to = pos.saturating_add(n);
+            if to > *len {
+                return Err(ArchiveError::corrupt(
+                    ErrorScope::Archive,
+                    "archive truncated inside a member",
+                ));
+            }
+            *pos = to;
+            return Ok(());
+        }
+        let mut scratch = [0u8; 8192];
+        while n > 0 {
+            let room = n.min(meter.room()?);
+            let want = usize::try_from(room).map_or(scratch.len(), |n| n.min(scratch.len()));
+            let got = self
+                .read(&mut scratch[..want])
+                .map_err(|e| ArchiveError::from_io(&e, ErrorScope::Archive))?;
+            if got == 0 {
+                return Err(ArchiveError::corrupt(
+                    ErrorScope::Archive,
+                    "archive truncated inside a member",
+                ));
+            }
+            n -= got as u64;
+            meter.charge_discarded(got as u64)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn gz_file_name(&self) -> Option<Vec<u8>> {
+        match &self.body {
+            StreamBody::Gz(g) => g.file_name(),
+            StreamBody::Plain(_) => None,
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.head_pos < self.head.len() {
+            let n = (self.head.len() - self.head_pos).min(buf.len());
+            buf[..n].copy_from_slice(&self.head[self.head_pos..self.head_pos + n]);
+            self.head_pos += n;
+            return Ok(n);
+        }
+        match &mut self.body {
+            StreamBody::Plain(s) => s.read(buf),
+            StreamBody::Gz(g) => g.read(buf),
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! The command line: `scan [OPTIONS] PATH...`, parsed into a plain [`Config`].
+//!
+//! clap does the parsing; nothing clap-specific leaves this module except the
+//! `clap::Error` that [`parse`] returns (which knows how to print itself and
+//! which exit code it wants: 0 for `--help`/`--version`, 2 for a usage error).
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{ArgAction, Parser, ValueEnum};
+
+use crate::report::Format;
+
+/// The default `--max-file-size`: 256 MiB.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 256 << 20;
+/// The default `--archive-depth`.
+pub const DEFAULT_ARCHIVE_DEPTH: u32 = 3;
+/// The most `--workers` accepted.
+pub const MAX_WORKERS: usize = 1024;
+
+/// What to do when an archive cannot be read completely (encrypted, corrupt,
+/// or over a size, entry-count, depth or inflation budget).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum ArchivePolicy {
+    /// Leave the whole archive out and count it as skipped.
+    Skip,
+    /// Keep what was scanned before the problem, skip the rest, and count it.
+    #[default]
+    Partial,
+    /// Stop the whole scan with exit code 2.
+    FailRun,
+}
+
+/// When to colour the `text` output and the summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    /// Colour when writing to a terminal and NO_COLOR is not set.
+    #[default]
+    Auto,
+    /// Always colour, even into a file or pipe (overrides NO_COLOR).
+    Always,
+    /// Never colour.
+    Never,
+}
+
+/// Everything a scan needs to know from the command line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Files and directories to scan, as given.
+    pub paths: Vec<PathBuf>,
+    /// Output format.
+    pub format: Format,
+    /// Worker threads (at least 1).
+    pub workers: usize,
+    /// Files larger than this many bytes are skipped; `None` = no limit.
+    pub max_file_size: Option<u64>,
+    /// Honour `.gitignore`, `.ignore` and git's exclude files.
+    pub respect_ignore_files: bool,
+    /// Follow symbolic links (loop-safe).
+    pub follow_symlinks: bool,
+    /// Look inside archives at all.
+    pub scan_archives: bool,
+    /// Deepest archive nesting opened (an archive in a directory is depth 1).
+    pub archive_depth: u32,
+    /// What to do with an archive that cannot be read completely.
+    pub archive_policy: ArchivePolicy,
+    /// Extra gitleaks-format TOML rule files, in the order given.
+    pub rule_files: Vec<PathBuf>,
+    /// Rule ids not to run.
+    pub exclude_rules: Vec<String>,
+    /// Earlier `json`/`jsonl` report whose findings are not reported again.
+    pub baseline: Option<PathBuf>,
+    /// Show secrets as a short prefix and `…`.
+    pub redact: bool,
+    /// Show the scheduler and pipeline counters in the summary.
+    pub metrics: bool,
+    /// Write a Chrome trace of the tasks here.
+    pub trace: Option<PathBuf>,
+    /// `--no-progress` was not given (the bar still shows only on a terminal).
+    pub progress: bool,
+    /// When to colour.
+    pub color: ColorChoice,
+    /// Write the report here instead of standard output.
+    pub output: Option<PathBuf>,
+}
+
+/// Parses a size: a whole number of bytes with an optional binary suffix,
+/// `K`, `M`, `G` or `T` (also `KB`/`KiB`, ..., case-insensitive, all powers
+/// of 1024). `0` means no limit. Examples: `1048576`, `256M`, `1G`, `64KiB`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, suffix) = t.split_at(split);
+    if digits.is_empty() {
+        return Err(format!(
+            "'{s}' is not a size: expected a whole number with an optional K, M, G or T suffix (e.g. 256M)"
+        ));
+    }
+    let shift = match suffix.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        other => {
+            return Err(format!(
+                "unknown size suffix '{other}' in '{s}': use K, M, G or T (powers of 1024)"
+            ))
+        }
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("'{s}' is too large for a size"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("'{s}' is too large for a size"))
+}
+
+fn parse_workers(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a whole number"))?;
+    if n == 0 || n > MAX_WORKERS {
+        return Err(format!("must be between 1 and {MAX_WORKERS}"));
+    }
+    Ok(n)
+}
+
+/// Wraps `text` at [`HELP_WIDTH`] columns (clap's own wrapping needs a
+/// feature we do not enable); existing newlines are kept.
+fn wrap(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    for (i, para) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let mut col = 0;
+        for word in para.split(' ').filter(|w| !w.is_empty()) {
+            let w = word.chars().count();
+            if col > 0 && col + 1 + w > HELP_WIDTH {
+                out.push('\n');
+                col = 0;
+            } else if col > 0 {
+                out.push(' ');
+                col += 1;
+            }
+            out.push_str(word);
+            col += w;
+        }
+    }
+    out
+}
+
+/// Columns of `--help` text (clap indents it by 10 more).
+const HELP_WIDTH: usize = 68;
+
+const AFTER_HELP: &str = "\
+EXIT STATUS:
+  0  the scan finished and reported no findings
+  1  the scan finished and reported at least one finding
+  2  error: bad arguments, an unreadable PATH, a bad rule file or baseline,
+     an unwritable --output or --trace, or an archive problem under
+     --archive-policy fail-run
+  A reader that closes the pipe early (scan . | head) is not an error: exit 0.
+
+EXAMPLES:
+  scan .                                   scan the current directory
+  scan --format sarif -o scan.sarif .      SARIF for GitHub code scanning
+  scan --format json -o base.json .        record today's findings...
+  scan --baseline base.json .              ...and later report only new ones
+  scan --redact --format jsonl repo | jq   machine-readable, secrets hidden
+
+Formats, fingerprints and the baseline are described in scan/OUTPUT.md.";
+
+/// magpie's secret scanner: finds credentials (API keys, tokens, private
+/// keys, passwords) in files and directories, including inside zip, tar and
+/// gzip archives.
+#[derive(Debug, Parser)]
+#[command(
+    name = "scan",
+    version,
+    about = "magpie's secret scanner: finds credentials in files, directories and archives.",
+    long_about = wrap("magpie's secret scanner: finds credentials (API keys, tokens, private keys, \
+                  passwords) in files and directories, including inside zip, tar and gzip \
+                  archives. Findings go to standard output; a summary (and, on a terminal, a \
+                  progress bar) goes to standard error."),
+    after_help = "Exit status: 0 nothing found, 1 findings, 2 error. See --help for more.",
+    after_long_help = AFTER_HELP,
+    max_term_width = 100
+)]
+struct Cli {
+    /// Files and directories to scan.
+    #[arg(
+        value_name = "PATH",
+        required = true,
+        value_parser = clap::value_parser!(PathBuf),
+        long_help = wrap("Files and directories to scan. Directories are walked recursively; \
+                     hidden files are scanned, .git directories are not. Paths in the \
+                     report start with the PATH as you typed it.")
+    )]
+    paths: Vec<PathBuf>,
+
+    /// Output format.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORMAT",
+        default_value_t = Format::Text,
+        long_help = wrap("How findings are written. text: a few lines per finding for people. \
+                     jsonl: one JSON object per finding per line. json: one document with \
+                     the findings and the run summary. sarif: SARIF 2.1.0 for GitHub code \
+                     scanning. json and jsonl keep paths and secrets exact: bytes that are not \
+                     UTF-8 are written as \\udcXX escapes.")
+    )]
+    format: Format,
+
+    /// Worker threads [default: number of CPU cores].
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = parse_workers,
+        long_help = wrap("Number of worker threads that read and scan files, from 1 to 1024. \
+                     [default: the number of CPU cores available to this process]")
+    )]
+    workers: Option<usize>,
+
+    /// Skip files larger than SIZE (e.g. 256M, 1G, 1048576; 0 = no limit).
+    #[arg(
+        long,
+        value_name = "SIZE",
+        default_value = "256M",
+        value_parser = parse_size,
+        long_help = wrap("Skip files (and archive members) larger than SIZE; they are counted as \
+                     skipped in the summary. SIZE is a number of bytes with an optional \
+                     suffix K, M, G or T, each a power of 1024: 1048576, 64K, 256M, 1G. \
+                     0 means no limit.")
+    )]
+    max_file_size: u64,
+
+    /// Scan files that .gitignore / .ignore files exclude.
+    #[arg(
+        long,
+        long_help = wrap("Scan everything, including files excluded by .gitignore, .ignore and \
+                     git's info/exclude. By default those rules are honoured, as git would. \
+                     .git directories are skipped either way.")
+    )]
+    no_ignore: bool,
+
+    /// Follow symbolic links.
+    #[arg(
+        long,
+        long_help = wrap("Follow symbolic links to files and directories. Off by default: links \
+                     are not scanned. When on, each directory is visited once, so a link \
+                     loop cannot make the walk endless.")
+    )]
+    follow_symlinks: bool,
+
+    /// How deep to open archives inside archives.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = DEFAULT_ARCHIVE_DEPTH,
+        value_parser = clap::value_parser!(u32).range(0..=64),
+        long_help = wrap("How many levels of archives to open: 1 opens an archive found on disk, \
+                     2 also an archive inside it, and so on. 0 is the same as --no-archives. \
+                     Deeper archives are counted as skipped.")
+    )]
+    archive_depth: u32,
+
+    /// Do not look inside archives.
+    #[arg(
+        long,
+        conflicts_with = "archive_depth",
+        long_help = wrap("Scan archive files (zip, jar, tar, gz, tgz, ...) as plain bytes instead \
+                     of opening them.")
+    )]
+    no_archives: bool,
+
+    /// What to do with an archive that cannot be read completely.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        default_value_t = ArchivePolicy::Partial,
+        long_help = wrap("What to do with an archive that is encrypted, corrupt, or over a size, \
+                     entry-count, depth or compression-ratio limit. skip: leave the whole \
+                     archive out. partial: keep what was scanned before the problem and skip \
+                     the rest. fail-run: stop the scan with exit code 2. Skipped archives \
+                     and members are counted in the summary.")
+    )]
+    archive_policy: ArchivePolicy,
+
+    /// Add rules from a gitleaks-format TOML file (repeatable).
+    #[arg(
+        long = "rules",
+        value_name = "FILE",
+        action = ArgAction::Append,
+        value_parser = clap::value_parser!(PathBuf),
+        long_help = wrap("Load extra rules from FILE, a TOML file in gitleaks' format ([[rules]] \
+                     with id, description, regex, secretGroup, keywords, entropy and \
+                     allowlists). Repeat to load several; they are added to the built-in rules. \
+                     A file that does not parse stops the scan with exit code 2.")
+    )]
+    rules: Vec<PathBuf>,
+
+    /// Do not run the rule with this id (repeatable).
+    #[arg(
+        long = "exclude-rule",
+        value_name = "ID",
+        action = ArgAction::Append,
+        long_help = wrap("Do not run the rule with this id, e.g. --exclude-rule generic-api-key. \
+                     Repeat to exclude several.")
+    )]
+    exclude_rule: Vec<String>,
+
+    /// Do not report findings already in this earlier json/jsonl report.
+    #[arg(
+        long,
+        value_name = "FILE",
+        value_parser = clap::value_parser!(PathBuf),
+        long_help = wrap("Do not report findings whose fingerprint appears in FILE, an earlier \
+                     report written with --format json or --format jsonl. Use it to accept \
+                     known findings and see only new ones. A missing or unreadable FILE stops \
+                     the scan with exit code 2.")
+    )]
+    baseline: Option<PathBuf>,
+
+    /// Hide most of each secret.
+    #[arg(
+        long,
+        long_help = wrap("Show each secret as its first few characters (at most 4, at most a \
+                     quarter of it) followed by …, in every format. Fingerprints are \
+                     unchanged, so a redacted report still works as a baseline.")
+    )]
+    redact: bool,
+
+    /// Show scheduler and pipeline counters in the summary.
+    #[arg(
+        long,
+        long_help = wrap("Add the runtime's and the pipeline's counters (tasks run, steals, parks, \
+                     bytes fetched, back-pressure, ...) to the summary on standard error and \
+                     to the json summary.")
+    )]
+    metrics: bool,
+
+    /// Write a Chrome trace of the scan's tasks to FILE.
+    #[arg(
+        long,
+        value_name = "FILE",
+        value_parser = clap::value_parser!(PathBuf),
+        long_help = wrap("Write a Chrome trace-event JSON file of every task each worker ran \
+                     (Enumerate, FetchSync, Scan) with its path, offset and size. Open it in \
+                     https://ui.perfetto.dev or chrome://tracing. The number of events kept \
+                     is bounded; the summary says how many were dropped.")
+    )]
+    trace: Option<PathBuf>,
+
+    /// Do not draw the progress bar.
+    #[arg(
+        long,
+        long_help = wrap("Do not draw the progress bar. It is drawn on standard error only when \
+                     standard error is a terminal, so pipes and CI logs never get it anyway.")
+    )]
+    no_progress: bool,
+
+    /// When to use colour.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "WHEN",
+        default_value_t = ColorChoice::Auto,
+        long_help = wrap("When to colour the text output and the summary. auto: only on a terminal, \
+                     and not when the NO_COLOR environment variable is set to a non-empty \
+                     value. always: even into files and pipes. never: no colour.")
+    )]
+    color: ColorChoice,
+
+    /// Write the report to FILE instead of standard output.
+    #[arg(
+        short = 'o',
+        long,
+        value_name = "FILE",
+        value_parser = clap::value_parser!(PathBuf),
+        long_help = wrap("Write the report to FILE (created or truncated) instead of standard \
+                     output. The summary still goes to standard error.")
+    )]
+    output: Option<PathBuf>,
+}
+
+impl Cli {
+    fn into_config(self) -> Config {
+        let workers = self.workers.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get().min(MAX_WORKERS))
+                .unwrap_or(1)
+        });
+        Config {
+            paths: self.paths,
+            format: self.format,
+            workers,
+            max_file_size: (self.max_file_size != 0).then_some(self.max_file_size),
+            respect_ignore_files: !self.no_ignore,
+            follow_symlinks: self.follow_symlinks,
+            scan_archives: !self.no_archives && self.archive_depth > 0,
+            archive_depth: if self.no_archives {
+                0
+            } else {
+                self.archive_depth
+            },
+            archive_policy: self.archive_policy,
+            rule_files: self.rules,
+            exclude_rules: self.exclude_rule,
+            baseline: self.baseline,
+            redact: self.redact,
+            metrics: self.metrics,
+            trace: self.trace,
+            progress: !self.no_progress,
+            color: self.color,
+            output: self.output,
+        }
+    }
+}
+
+/// Parses `args` (the program name first, as from `std::env::args_os()`).
+///
+/// On `--help`/`--version` and on bad arguments returns the `clap::Error`;
+/// print it with `.print()` and exit with `.exit_code()` (0 for help and
+/// version, 2 for usage errors).
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Config, clap::Error> {
+    Cli::try_parse_from(args).map(Cli::into_config)
+}
+
+/// The full `--help` text (for tests and documentation).
+pub fn long_help() -> String {
+    use clap::CommandFactory;
+    Cli::command().render_long_help().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn sizes_accept_plain_bytes_and_binary_suffixes() {
+        assert_eq!(parse_size("1048576"), Ok(1 << 20));
+        assert_eq!(parse_size("256M"), Ok(256 << 20));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_size("64kib"), Ok(64 << 10));
+        assert_eq!(parse_size("2TB"), Ok(2 << 40));
+        assert_eq!(parse_size("0"), Ok(0));
+        assert_eq!(parse_size("7b"), Ok(7));
+    }
+
+    #[test]
+    fn sizes_reject_garbage_and_overflow() {
+        for bad in [
+            "",
+            "M",
+            "1.5G",
+            "-1",
+            "12X",
+            "99999999999999999999",
+            "20000000T",
+        ] {
+            assert!(parse_size(bad).is_err(), "{bad:?}");
+        }
+    }
+}

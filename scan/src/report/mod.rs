@@ -1,0 +1,222 @@
+//! Findings, the four output formats, the baseline, the summary and progress.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | [`path`] | [`ObjPath`]: a file plus archive members, shown `outer.zip!inner` |
+//! | [`finding`] | [`Finding`], [`finalize`] (sort, dedup, fingerprint), redaction |
+//! | [`json`] | JSON strings of raw bytes (`\udcXX` surrogateescape), and a reader |
+//! | [`text`], [`jsonl`], [`sarif`] | the formats |
+//! | [`baseline`] | `--baseline`: fingerprints of an earlier report |
+//! | [`summary`] | [`Summary`]: totals on stderr and in `json` |
+//! | [`progress`] | [`Progress`] counters and the stderr bar |
+//! | [`error`] | [`ScanError`], [`Outcome`], exit codes |
+//!
+//! The pipeline's end is [`Reporter`]: build it from the [`Config`] before the
+//! scan (so a bad baseline or an unwritable output file fails before any work),
+//! then hand it the findings and the summary.
+//!
+//! `scan/OUTPUT.md` documents every format for users.
+//!
+//! [`Config`]: crate::cli::Config
+
+pub mod baseline;
+pub mod error;
+pub mod finding;
+pub mod json;
+pub mod jsonl;
+pub mod path;
+pub mod progress;
+pub mod sarif;
+pub mod summary;
+pub mod text;
+
+use std::fs::File;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::PathBuf;
+
+pub use baseline::Baseline;
+pub use error::{
+    error_message, exit_code, BaselineError, Outcome, OutputError, ScanError, EXIT_CLEAN,
+    EXIT_ERROR, EXIT_FINDINGS,
+};
+pub use finding::{finalize, fingerprint, redact, Finding};
+pub use path::ObjPath;
+pub use progress::{Progress, ProgressDisplay, ProgressSnapshot};
+pub use summary::Summary;
+
+use crate::cli::Config;
+
+/// An output format (`--format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Human-readable, a few lines per finding; colour on a terminal.
+    #[default]
+    Text,
+    /// One JSON object per finding per line (JSON Lines).
+    Jsonl,
+    /// One JSON document: {"findings": [...], "summary": {...}}.
+    Json,
+    /// SARIF 2.1.0, for GitHub code scanning and other SARIF viewers.
+    Sarif,
+}
+
+/// How the formats render.
+#[derive(Clone, Debug)]
+pub struct WriteOptions {
+    /// Show secrets as a short prefix and `…` (`--redact`).
+    pub redact: bool,
+    /// ANSI colour in `text` (resolved from `--color`, the terminal and
+    /// `NO_COLOR`).
+    pub color: bool,
+    /// The directory relative paths are relative to (the working directory),
+    /// for SARIF's `%SRCROOT%`; absolute and must exist to be useful.
+    pub base_dir: Option<PathBuf>,
+    /// `tool.driver.version` in SARIF.
+    pub tool_version: &'static str,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        Self {
+            redact: false,
+            color: false,
+            base_dir: None,
+            tool_version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+}
+
+/// Writes `findings` (already [`finalize`]d) in `format`. `summary` is used by
+/// `json` only. Flushes `out`; EPIPE comes back as [`OutputError::BrokenPipe`].
+pub fn write_report(
+    out: &mut dyn Write,
+    format: Format,
+    findings: &[Finding],
+    summary: &Summary,
+    opts: &WriteOptions,
+) -> Result<(), OutputError> {
+    match format {
+        Format::Text => text::write_text(out, findings, opts),
+        Format::Jsonl => jsonl::write_jsonl(out, findings, opts),
+        Format::Json => jsonl::write_json(out, findings, summary, opts),
+        Format::Sarif => sarif::write_sarif(out, findings, opts),
+    }
+}
+
+/// The end of the pipeline: baseline, formatting, output and the stderr
+/// summary.
+pub struct Reporter {
+    format: Format,
+    opts: WriteOptions,
+    baseline: Option<Baseline>,
+    out: Box<dyn Write + Send>,
+    out_name: String,
+    metrics: bool,
+    stderr_color: bool,
+}
+
+impl std::fmt::Debug for Reporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reporter")
+            .field("format", &self.format)
+            .field("opts", &self.opts)
+            .field("baseline", &self.baseline.as_ref().map(Baseline::len))
+            .field("out", &self.out_name)
+            .finish()
+    }
+}
+
+impl Reporter {
+    /// Loads the baseline and opens the output (creating or truncating
+    /// `--output`), so that both fail before the scan starts.
+    pub fn from_config(cfg: &Config) -> Result<Self, ScanError> {
+        let baseline = cfg.baseline.as_deref().map(Baseline::load).transpose()?;
+        let no_color = std::env::var_os("NO_COLOR");
+        let (out, out_name, is_tty): (Box<dyn Write + Send>, String, bool) = match &cfg.output {
+            Some(path) => {
+                let what = format!("output file {}", path.display());
+                let file = File::create(path).map_err(|source| ScanError::Output {
+                    what: what.clone(),
+                    source,
+                })?;
+                (Box::new(BufWriter::new(file)), what, false)
+            }
+            None => {
+                let stdout = io::stdout();
+                let tty = stdout.is_terminal();
+                (
+                    Box::new(BufWriter::with_capacity(64 * 1024, stdout)),
+                    "standard output".into(),
+                    tty,
+                )
+            }
+        };
+        let opts = WriteOptions {
+            redact: cfg.redact,
+            color: text::color_enabled(cfg.color, is_tty, no_color.as_deref()),
+            base_dir: std::env::current_dir().ok(),
+            ..WriteOptions::default()
+        };
+        let stderr_color =
+            text::color_enabled(cfg.color, io::stderr().is_terminal(), no_color.as_deref());
+        Ok(Self {
+            format: cfg.format,
+            opts,
+            baseline,
+            out,
+            out_name,
+            metrics: cfg.metrics,
+            stderr_color,
+        })
+    }
+
+    /// A reporter writing to `out` (tests, embedding).
+    pub fn with_writer(
+        format: Format,
+        opts: WriteOptions,
+        baseline: Option<Baseline>,
+        out: Box<dyn Write + Send>,
+    ) -> Self {
+        Self {
+            format,
+            opts,
+            baseline,
+            out,
+            out_name: "output".into(),
+            metrics: false,
+            stderr_color: false,
+        }
+    }
+
+    /// Finalizes `findings`, drops those in the baseline, writes the report,
+    /// then the summary on `stderr` (errors writing the summary are ignored:
+    /// stderr is best effort). A broken output pipe is
+    /// [`ScanError::BrokenPipe`].
+    ///
+    /// Finish the [`ProgressDisplay`] first, so the summary does not land in
+    /// the middle of the bar.
+    pub fn finish(
+        mut self,
+        mut findings: Vec<Finding>,
+        mut summary: Summary,
+        stderr: &mut dyn Write,
+    ) -> Result<Outcome, ScanError> {
+        finalize(&mut findings);
+        summary.baseline_suppressed = match &self.baseline {
+            Some(b) => b.filter(&mut findings),
+            None => 0,
+        };
+        summary.findings = findings.len() as u64;
+        if !self.metrics {
+            // The counters are shown (on stderr and in json) only with --metrics.
+            summary.metrics.clear();
+        }
+        write_report(&mut *self.out, self.format, &findings, &summary, &self.opts)
+            .map_err(|e| ScanError::output(self.out_name.clone(), e))?;
+        let _ = summary.write_text(stderr, self.stderr_color, self.metrics);
+        Ok(Outcome {
+            reported: findings.len() as u64,
+            summary,
+        })
+    }
+}

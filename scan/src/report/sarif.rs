@@ -1,0 +1,304 @@
+//! The `sarif` format: SARIF 2.1.0, shaped for GitHub code scanning.
+//!
+//! One run. `tool.driver` names `magpie-scan` and lists each rule that has a
+//! result (id, name, short and full description, help, default level). Each
+//! result has `ruleId`, `ruleIndex`, `level: "error"`, a message, exactly one
+//! location and `partialFingerprints["magpie/v1"]` = our fingerprint.
+//!
+//! Locations: `artifactLocation.uri` is the on-disk file relative to the
+//! directory the scan ran in (`uriBaseId: "%SRCROOT%"`), with `/` separators
+//! and every byte outside `A-Z a-z 0-9 - . _ ~ /` percent-encoded, so names
+//! that are not UTF-8 stay exact. A path outside that directory is written as
+//! an absolute `file://` URI with no `uriBaseId`. For an archive member the
+//! location is the archive file itself (`region.startLine` 1, the only line a
+//! viewer can show for it) and the message names the member path, line and
+//! column. `region.startColumn` counts bytes (SARIF's default is UTF-16 code
+//! units; the two agree on ASCII lines).
+//!
+//! Every string here is lossy UTF-8 (no `\udcXX` escapes): SARIF consumers
+//! parse with standard JSON libraries that reject lone surrogates.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Component, Path};
+
+use super::error::OutputError;
+use super::finding::{redact, Finding};
+use super::json::push_bytes_str;
+use super::WriteOptions;
+
+/// The schema URI written in `$schema`.
+pub const SARIF_SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
+/// The SARIF version written in `version`.
+pub const SARIF_VERSION: &str = "2.1.0";
+/// `tool.driver.name`.
+pub const TOOL_NAME: &str = "magpie-scan";
+/// `tool.driver.informationUri`.
+pub const TOOL_INFORMATION_URI: &str = "https://github.com/magpie-scan/magpie";
+/// The `uriBaseId` of relative locations.
+pub const SRCROOT: &str = "%SRCROOT%";
+/// The key of our fingerprint in `partialFingerprints`.
+pub const FINGERPRINT_KEY: &str = "magpie/v1";
+
+/// Percent-encodes `bytes` for a URI path: every byte outside the RFC 3986
+/// unreserved set and `/` becomes `%XX` (upper-case hex).
+pub fn percent_encode_path(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Where a file on disk goes in a SARIF location.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArtifactUri {
+    /// The URI: relative (forward slashes) or absolute `file://`.
+    pub uri: String,
+    /// `Some(SRCROOT)` for a relative URI.
+    pub base_id: Option<&'static str>,
+}
+
+/// The SARIF artifact URI for `file`, a path as the walker produced it (the
+/// command-line root joined with the path below it). Relative paths, and
+/// absolute ones under `base_dir`, become relative URIs; `.` components are
+/// dropped. Anything else becomes an absolute `file://` URI.
+pub fn artifact_uri(file: &Path, base_dir: Option<&Path>) -> ArtifactUri {
+    let rel = if file.is_absolute() {
+        base_dir.and_then(|b| file.strip_prefix(b).ok())
+    } else {
+        Some(file)
+    };
+    match rel {
+        Some(rel) => {
+            let parts: Vec<&[u8]> = rel
+                .components()
+                .filter_map(|c| match c {
+                    Component::CurDir => None,
+                    Component::ParentDir => Some(&b".."[..]),
+                    other => Some(other.as_os_str().as_encoded_bytes()),
+                })
+                .collect();
+            ArtifactUri {
+                uri: percent_encode_path(&parts.join(&b'/')),
+                base_id: Some(SRCROOT),
+            }
+        }
+        None => ArtifactUri {
+            uri: file_uri(file, false),
+            base_id: None,
+        },
+    }
+}
+
+/// `file://` URI of an absolute path, with a trailing `/` when `dir`.
+pub fn file_uri(path: &Path, dir: bool) -> String {
+    let parts: Vec<&[u8]> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.as_encoded_bytes()),
+            Component::ParentDir => Some(&b".."[..]),
+            _ => None,
+        })
+        .collect();
+    let mut uri = format!("file:///{}", percent_encode_path(&parts.join(&b'/')));
+    if dir && !uri.ends_with('/') {
+        uri.push('/');
+    }
+    uri
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn push_str(buf: &mut Vec<u8>, s: &str) {
+    push_bytes_str(buf, s.as_bytes());
+}
+
+/// Writes `findings` as a SARIF 2.1.0 log.
+pub fn write_sarif(
+    out: &mut dyn Write,
+    findings: &[Finding],
+    opts: &WriteOptions,
+) -> Result<(), OutputError> {
+    // Rules with a result, in id order; a result's ruleIndex points here.
+    let mut rules: BTreeMap<&str, &str> = BTreeMap::new();
+    for f in findings {
+        rules.entry(&f.rule).or_insert(&f.description);
+    }
+    let index: BTreeMap<&str, usize> = rules.keys().enumerate().map(|(i, k)| (*k, i)).collect();
+
+    let mut buf = Vec::with_capacity(4096);
+    buf.extend_from_slice(b"{\"$schema\":");
+    push_str(&mut buf, SARIF_SCHEMA);
+    buf.extend_from_slice(b",\"version\":");
+    push_str(&mut buf, SARIF_VERSION);
+    buf.extend_from_slice(b",\"runs\":[{\"tool\":{\"driver\":{\"name\":");
+    push_str(&mut buf, TOOL_NAME);
+    buf.extend_from_slice(b",\"version\":");
+    push_str(&mut buf, opts.tool_version);
+    buf.extend_from_slice(b",\"semanticVersion\":");
+    push_str(&mut buf, opts.tool_version);
+    buf.extend_from_slice(b",\"informationUri\":");
+    push_str(&mut buf, TOOL_INFORMATION_URI);
+    buf.extend_from_slice(b",\"rules\":[");
+    for (i, (id, desc)) in rules.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        push_rule(&mut buf, id, desc);
+    }
+    buf.extend_from_slice(b"]}}");
+    if let Some(base) = &opts.base_dir {
+        buf.extend_from_slice(b",\"originalUriBaseIds\":{");
+        push_str(&mut buf, SRCROOT);
+        buf.extend_from_slice(b":{\"uri\":");
+        push_str(&mut buf, &file_uri(base, true));
+        buf.extend_from_slice(b"}}");
+    }
+    buf.extend_from_slice(b",\"results\":[");
+    out.write_all(&buf)?;
+
+    for (i, f) in findings.iter().enumerate() {
+        buf.clear();
+        if i > 0 {
+            buf.push(b',');
+        }
+        push_result(&mut buf, f, index[f.rule.as_str()], opts);
+        out.write_all(&buf)?;
+    }
+    out.write_all(b"]}]}\n")?;
+    out.flush()?;
+    Ok(())
+}
+
+fn push_rule(buf: &mut Vec<u8>, id: &str, desc: &str) {
+    let short = if desc.is_empty() { id } else { desc };
+    buf.extend_from_slice(b"{\"id\":");
+    push_str(buf, id);
+    buf.extend_from_slice(b",\"name\":");
+    push_str(buf, id);
+    buf.extend_from_slice(b",\"shortDescription\":{\"text\":");
+    push_str(buf, short);
+    buf.extend_from_slice(b"},\"fullDescription\":{\"text\":");
+    push_str(buf, &format!("{short} (magpie rule {id})."));
+    buf.extend_from_slice(b"},\"help\":{\"text\":");
+    push_str(
+        buf,
+        &format!(
+            "{short}. If the credential is real, revoke and rotate it, then remove it from \
+             the file and from version-control history. If it is a test value or a false \
+             positive, add the finding's fingerprint to a baseline (scan --baseline)."
+        ),
+    );
+    buf.extend_from_slice(
+        b"},\"defaultConfiguration\":{\"level\":\"error\"},\
+          \"properties\":{\"tags\":[\"security\",\"secret\"],\"precision\":\"high\"}}",
+    );
+}
+
+fn push_result(buf: &mut Vec<u8>, f: &Finding, rule_index: usize, opts: &WriteOptions) {
+    let secret = if opts.redact {
+        redact(&f.secret)
+    } else {
+        f.secret.clone()
+    };
+    let file = f.path.file_path();
+    let loc = artifact_uri(&file, opts.base_dir.as_deref());
+    let what = if f.description.is_empty() {
+        f.rule.clone()
+    } else {
+        f.description.clone()
+    };
+    let message = if f.path.is_archive_member() {
+        format!(
+            "{what}: {} in archive member {} (line {}, column {}, byte offset {}) of {}",
+            lossy(&secret),
+            lossy(&f.path.member_bytes()),
+            f.line,
+            f.column,
+            f.offset,
+            lossy(f.path.file_bytes()),
+        )
+    } else {
+        format!("{what}: {}", lossy(&secret))
+    };
+
+    buf.extend_from_slice(b"{\"ruleId\":");
+    push_str(buf, &f.rule);
+    buf.extend_from_slice(format!(",\"ruleIndex\":{rule_index},\"level\":\"error\"").as_bytes());
+    buf.extend_from_slice(b",\"message\":{\"text\":");
+    push_str(buf, &message);
+    buf.extend_from_slice(
+        b"},\"locations\":[{\"physicalLocation\":{\"artifactLocation\":{\"uri\":",
+    );
+    push_str(buf, &loc.uri);
+    if let Some(base) = loc.base_id {
+        buf.extend_from_slice(b",\"uriBaseId\":");
+        push_str(buf, base);
+    }
+    buf.extend_from_slice(b"},\"region\":");
+    if f.path.is_archive_member() {
+        buf.extend_from_slice(b"{\"startLine\":1}");
+    } else {
+        buf.extend_from_slice(
+            format!(
+                "{{\"startLine\":{},\"startColumn\":{},\"byteOffset\":{},\"byteLength\":{}}}",
+                f.line.max(1),
+                f.column.max(1),
+                f.offset,
+                f.secret.len()
+            )
+            .as_bytes(),
+        );
+    }
+    buf.extend_from_slice(b"}}],\"partialFingerprints\":{");
+    push_str(buf, FINGERPRINT_KEY);
+    buf.push(b':');
+    push_str(buf, &f.fingerprint);
+    buf.push(b'}');
+    if f.path.is_archive_member() {
+        buf.extend_from_slice(b",\"properties\":{\"archiveMember\":");
+        push_str(buf, &lossy(&f.path.member_bytes()));
+        buf.push(b'}');
+    }
+    buf.push(b'}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn percent_encoding_keeps_only_unreserved_bytes_and_slashes() {
+        assert_eq!(
+            percent_encode_path(b"a/b c/%x#?.env"),
+            "a/b%20c/%25x%23%3F.env"
+        );
+        assert_eq!(percent_encode_path(b"caf\xe9"), "caf%E9");
+        assert_eq!(percent_encode_path("é".as_bytes()), "%C3%A9");
+    }
+
+    #[test]
+    fn relative_paths_drop_dot_components_and_use_srcroot() {
+        let u = artifact_uri(Path::new("./repo/./x.env"), None);
+        assert_eq!(u.uri, "repo/x.env");
+        assert_eq!(u.base_id, Some(SRCROOT));
+    }
+
+    #[test]
+    fn absolute_paths_under_the_base_become_relative() {
+        let base = PathBuf::from("/work/repo");
+        let u = artifact_uri(Path::new("/work/repo/src/k.txt"), Some(&base));
+        assert_eq!(u.uri, "src/k.txt");
+        let outside = artifact_uri(Path::new("/etc/k.txt"), Some(&base));
+        assert_eq!(outside.uri, "file:///etc/k.txt");
+        assert_eq!(outside.base_id, None);
+    }
+}

@@ -1,0 +1,221 @@
+//! [`Summary`]: a run's totals, shown on stderr and in the `json` format.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::time::Duration;
+
+use super::json::write_str;
+use super::text::Palette;
+
+/// A run's totals. The pipeline fills it in; the reporter sets
+/// [`Summary::findings`] and [`Summary::baseline_suppressed`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Summary {
+    /// Files (and archive members) whose bytes were scanned.
+    pub files_scanned: u64,
+    /// Payload bytes scanned (the overlap carried between chunks is not
+    /// counted twice).
+    pub bytes_scanned: u64,
+    /// Objects not scanned, by reason label (`too-large`, `fifo`, ...).
+    pub skipped: BTreeMap<&'static str, u64>,
+    /// Archives opened.
+    pub archives: u64,
+    /// Members read from archives.
+    pub archive_members: u64,
+    /// Findings reported.
+    pub findings: u64,
+    /// Findings left out because their fingerprint is in the baseline.
+    pub baseline_suppressed: u64,
+    /// Worker threads used.
+    pub workers: usize,
+    /// Wall time of the scan.
+    pub elapsed: Duration,
+    /// Trace events dropped because the `--trace` buffer was full.
+    pub trace_events_dropped: u64,
+    /// Extra counters shown with `--metrics` (task counts, bytes fetched,
+    /// frontier back-pressure, ...), by name.
+    pub metrics: BTreeMap<&'static str, u64>,
+}
+
+impl Summary {
+    /// Throughput in MB/s (1 MB = 10^6 bytes); 0 when no time has passed.
+    pub fn throughput_mb_s(&self) -> f64 {
+        mb_per_s(self.bytes_scanned, self.elapsed)
+    }
+
+    /// Total objects skipped, over every reason.
+    pub fn skipped_total(&self) -> u64 {
+        self.skipped.values().sum()
+    }
+
+    /// Writes the human summary (the lines printed on stderr at the end).
+    /// `metrics` adds the [`Summary::metrics`] counters.
+    pub fn write_text(&self, out: &mut dyn Write, color: bool, metrics: bool) -> io::Result<()> {
+        let p = Palette::new(color);
+        let mut s = String::new();
+        s.push_str(&format!(
+            "{}scanned{} {} files, {} in {:.2} s ({:.1} MB/s, {} workers)\n",
+            p.bold,
+            p.reset,
+            group(self.files_scanned),
+            human_bytes(self.bytes_scanned),
+            self.elapsed.as_secs_f64(),
+            self.throughput_mb_s(),
+            self.workers
+        ));
+        if self.archives > 0 || self.archive_members > 0 {
+            s.push_str(&format!(
+                "archives {}, members {}\n",
+                group(self.archives),
+                group(self.archive_members)
+            ));
+        }
+        if !self.skipped.is_empty() {
+            let parts: Vec<String> = self
+                .skipped
+                .iter()
+                .map(|(k, v)| format!("{k} {}", group(*v)))
+                .collect();
+            s.push_str(&format!(
+                "skipped {} ({})\n",
+                group(self.skipped_total()),
+                parts.join(", ")
+            ));
+        }
+        let colour = if self.findings > 0 { p.red } else { p.green };
+        s.push_str(&format!(
+            "{colour}{}{} {}",
+            group(self.findings),
+            p.reset,
+            if self.findings == 1 {
+                "finding"
+            } else {
+                "findings"
+            }
+        ));
+        if self.baseline_suppressed > 0 {
+            s.push_str(&format!(
+                " ({} more in the baseline)",
+                group(self.baseline_suppressed)
+            ));
+        }
+        s.push('\n');
+        if self.trace_events_dropped > 0 {
+            s.push_str(&format!(
+                "trace: {} events dropped (buffer full)\n",
+                group(self.trace_events_dropped)
+            ));
+        }
+        if metrics {
+            for (k, v) in &self.metrics {
+                s.push_str(&format!("  {k:<28} {}\n", group(*v)));
+            }
+        }
+        out.write_all(s.as_bytes())
+    }
+
+    /// Writes the summary as one JSON object (the `summary` member of the
+    /// `json` format).
+    pub fn write_json(&self, out: &mut dyn Write) -> io::Result<()> {
+        write!(
+            out,
+            "{{\"files_scanned\":{},\"bytes_scanned\":{},\"skipped\":{{",
+            self.files_scanned, self.bytes_scanned
+        )?;
+        write_counters(out, &self.skipped)?;
+        write!(
+            out,
+            "}},\"archives\":{},\"archive_members\":{},\"findings\":{},\
+             \"baseline_suppressed\":{},\"workers\":{},\"elapsed_seconds\":{:.6},\
+             \"throughput_mb_per_second\":{:.3},\"trace_events_dropped\":{},\"metrics\":{{",
+            self.archives,
+            self.archive_members,
+            self.findings,
+            self.baseline_suppressed,
+            self.workers,
+            self.elapsed.as_secs_f64(),
+            self.throughput_mb_s(),
+            self.trace_events_dropped
+        )?;
+        write_counters(out, &self.metrics)?;
+        out.write_all(b"}}")
+    }
+}
+
+fn write_counters(out: &mut dyn Write, m: &BTreeMap<&'static str, u64>) -> io::Result<()> {
+    for (i, (k, v)) in m.iter().enumerate() {
+        if i > 0 {
+            out.write_all(b",")?;
+        }
+        write_str(out, k)?;
+        write!(out, ":{v}")?;
+    }
+    Ok(())
+}
+
+/// `bytes` over `elapsed` in MB/s (10^6 bytes); 0 for a zero duration.
+pub fn mb_per_s(bytes: u64, elapsed: Duration) -> f64 {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 {
+        bytes as f64 / 1e6 / secs
+    } else {
+        0.0
+    }
+}
+
+/// `n` bytes in decimal units: `999 B`, `1.2 kB`, `3.4 MB`, `5.6 GB`, `7.8 TB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["kB", "MB", "GB", "TB"];
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1000.0;
+    let mut unit = 0;
+    while v >= 1000.0 && unit + 1 < UNITS.len() {
+        v /= 1000.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+/// `n` with thousands separated by `,`: `1,234,567`.
+pub fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_inserts_separators_every_three_digits() {
+        assert_eq!(group(0), "0");
+        assert_eq!(group(999), "999");
+        assert_eq!(group(1000), "1,000");
+        assert_eq!(group(1234567), "1,234,567");
+        assert_eq!(group(u64::MAX), "18,446,744,073,709,551,615");
+    }
+
+    #[test]
+    fn human_bytes_picks_the_largest_unit_below_1000() {
+        assert_eq!(human_bytes(999), "999 B");
+        assert_eq!(human_bytes(1000), "1.0 kB");
+        assert_eq!(human_bytes(1_500_000), "1.5 MB");
+        assert_eq!(human_bytes(2_000_000_000), "2.0 GB");
+        assert_eq!(human_bytes(5_000_000_000_000_000), "5000.0 TB");
+    }
+
+    #[test]
+    fn throughput_is_zero_for_zero_elapsed_time() {
+        assert_eq!(mb_per_s(10, Duration::ZERO), 0.0);
+        assert_eq!(mb_per_s(3_000_000, Duration::from_secs(2)), 1.5);
+    }
+}
