@@ -175,8 +175,7 @@ impl<T: Send + 'static> Executor<T> {
                             // leaves the thread unpinned, which is still correct.
                             let _ = affinity::pin_current_thread(id % cores);
                         }
-                        let scratch = scratch_init(id);
-                        worker_main(shared, id, local, parker, scratch, &cfg, &*runner)
+                        worker_main(shared, id, local, parker, &*scratch_init, &cfg, &*runner)
                     })
                     .expect("failed to spawn a worker thread")
             })
@@ -418,23 +417,24 @@ impl TieredIdle {
     }
 }
 
-fn worker_main<T, S, R>(
+fn worker_main<T, S, I, R>(
     shared: Arc<Shared<T>>,
     id: usize,
     local: Local<T>,
     parker: Parker,
-    scratch: S,
+    scratch_init: &I,
     cfg: &ExecutorConfig,
     runner: &R,
 ) -> WorkerMetrics
 where
     T: Send + 'static,
+    I: Fn(usize) -> S,
     R: Fn(T, &mut WorkerCtx<T, S>),
 {
     let previous_id = worker_id::set_current_worker_id(Some(id));
     let mut ctx = WorkerCtx {
         worker_id: id,
-        scratch,
+        scratch: scratch_init(id),
         rng: XorShift64::new(cfg.seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         metrics: WorkerMetrics::default(),
         core: Core::new(id, local, parker, monotonic_ns),

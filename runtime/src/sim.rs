@@ -137,6 +137,10 @@ impl SimReport {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum VState {
     Running,
+    /// Found nothing; its next move spins (steps again) or parks. A separate
+    /// move, so other actors can act between the failed search and the park
+    /// sequence: that window is where lost wakeups live.
+    Idle,
     Parked,
     Exited,
 }
@@ -200,6 +204,12 @@ where
 
     let outcome = loop {
         if state.iter().all(|s| *s == VState::Exited) {
+            // Whatever the script still holds happens after the end: spawns
+            // are refused, as a real `spawn` after `join` would be.
+            for (index, action) in script.by_ref() {
+                let accepted = run_external(&shared, action, &mut refused);
+                trace.push(TraceEntry::External { index, accepted });
+            }
             break SimOutcome::Terminated;
         }
         if steps >= cfg.max_steps {
@@ -209,7 +219,9 @@ where
         SIM_CLOCK.with(|c| c.set(steps * 100));
 
         // Choose an actor: a live worker, or the script (if anything is left).
-        let live: Vec<usize> = (0..workers).filter(|&i| state[i] != VState::Exited).collect();
+        let live: Vec<usize> = (0..workers)
+            .filter(|&i| state[i] != VState::Exited)
+            .collect();
         let script_left = script.peek().is_some();
         let choices = live.len() + usize::from(script_left);
         let pick = rng.next_usize(choices);
@@ -231,21 +243,25 @@ where
                         rec.event(id, SchedEvent::Exit);
                         state[id] = VState::Exited;
                     }
-                    // An idle worker spins a little (stays Running) or parks.
-                    Step::Idle => {
-                        if rng.next_usize(4) == 0 {
-                            continue;
-                        }
-                        match sched::prepare_park(ctx, &mut rec) {
-                            ParkPrep::Sleep => state[id] = VState::Parked,
-                            ParkPrep::Resume => {}
-                            ParkPrep::Exit => {
-                                rec.event(id, SchedEvent::Exit);
-                                state[id] = VState::Exited;
-                            }
-                        }
-                    }
+                    Step::Idle => state[id] = VState::Idle,
                 }
+            }
+            // An idle worker spins (searches again) or starts parking.
+            VState::Idle => {
+                if rng.next_usize(4) == 0 {
+                    state[id] = VState::Running;
+                    continue;
+                }
+                let ctx = &mut ctxs[id];
+                let mut rec = Recorder { trace: &mut trace };
+                state[id] = match sched::prepare_park(ctx, &mut rec) {
+                    ParkPrep::Sleep => VState::Parked,
+                    ParkPrep::Resume => VState::Running,
+                    ParkPrep::Exit => {
+                        rec.event(id, SchedEvent::Exit);
+                        VState::Exited
+                    }
+                };
             }
             VState::Parked => {
                 let wake = match ctxs[id].core.parker.park_timeout(POLL) {

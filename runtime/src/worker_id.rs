@@ -8,7 +8,7 @@ use magpie_core::sync::thread_local;
 use std::cell::Cell;
 
 thread_local! {
-    static WORKER_ID: Cell<Option<usize>> = Cell::new(None);
+    static WORKER_ID: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
 /// The id of the worker running on this thread, or `None` off the executor.

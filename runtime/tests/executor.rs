@@ -1,7 +1,7 @@
 //! Behaviour of the typed executor on real threads.
 #![cfg(not(loom))]
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use magpie_core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -44,7 +44,10 @@ fn spawn_tree_runs_every_task_exactly_once() {
         let ex = Executor::new(cfg(workers), |_| (), tree_runner(seen.clone()));
         ex.spawn_external((0, DEPTH)).unwrap();
         let metrics = ex.join();
-        assert!(seen.iter().all(|c| c.load(Ordering::Relaxed) == 1), "workers={workers}");
+        assert!(
+            seen.iter().all(|c| c.load(Ordering::Relaxed) == 1),
+            "workers={workers}"
+        );
         assert_eq!(metrics.tasks_run(), nodes as u64);
         assert_eq!(metrics.per_worker.len(), workers);
     }
@@ -61,13 +64,17 @@ fn outside_producers_and_a_spawn_tree_finish_exactly_once_under_join() {
     let seen: Arc<Vec<AtomicU64>> = Arc::new((0..total).map(|_| AtomicU64::new(0)).collect());
     let s = seen.clone();
     let tree = tree_nodes as u32;
-    let ex = Executor::new(cfg(2), |_| (), move |(id, depth): Node, ctx: &mut WorkerCtx<Node, ()>| {
-        s[id as usize].fetch_add(1, Ordering::Relaxed);
-        if id < tree && depth > 0 {
-            ctx.spawn_local((2 * id + 1, depth - 1));
-            ctx.spawn_local((2 * id + 2, depth - 1));
-        }
-    });
+    let ex = Executor::new(
+        cfg(2),
+        |_| (),
+        move |(id, depth): Node, ctx: &mut WorkerCtx<Node, ()>| {
+            s[id as usize].fetch_add(1, Ordering::Relaxed);
+            if id < tree && depth > 0 {
+                ctx.spawn_local((2 * id + 1, depth - 1));
+                ctx.spawn_local((2 * id + 2, depth - 1));
+            }
+        },
+    );
     ex.spawn_external((0, DEPTH)).unwrap();
     let start = Arc::new(Barrier::new(PRODUCERS + 1));
     let producers: Vec<_> = (0..PRODUCERS)
@@ -112,13 +119,17 @@ fn racing_shutdown_never_runs_a_task_twice_and_refuses_later_spawns() {
         let counts: Arc<Vec<AtomicU64>> =
             Arc::new((0..TREE + SPAM).map(|_| AtomicU64::new(0)).collect());
         let c = counts.clone();
-        let ex = Executor::new(cfg(2), |_| (), move |(id, depth): Node, ctx: &mut WorkerCtx<Node, ()>| {
-            c[id as usize].fetch_add(1, Ordering::Relaxed);
-            if (id as usize) < TREE && depth > 0 {
-                ctx.spawn_local((2 * id + 1, depth - 1));
-                ctx.spawn_local((2 * id + 2, depth - 1));
-            }
-        });
+        let ex = Executor::new(
+            cfg(2),
+            |_| (),
+            move |(id, depth): Node, ctx: &mut WorkerCtx<Node, ()>| {
+                c[id as usize].fetch_add(1, Ordering::Relaxed);
+                if (id as usize) < TREE && depth > 0 {
+                    ctx.spawn_local((2 * id + 1, depth - 1));
+                    ctx.spawn_local((2 * id + 2, depth - 1));
+                }
+            },
+        );
         ex.spawn_external((0, 12)).unwrap();
         let handle = ex.handle();
         let spammer = thread::spawn(move || {
@@ -135,7 +146,11 @@ fn racing_shutdown_never_runs_a_task_twice_and_refuses_later_spawns() {
             thread::yield_now();
         }
         ex.shutdown();
-        assert_eq!(ex.spawn_external((0, 0)), Err((0, 0)), "spawn after shutdown must fail");
+        assert_eq!(
+            ex.spawn_external((0, 0)),
+            Err((0, 0)),
+            "spawn after shutdown must fail"
+        );
         let refused_at = spammer.join().unwrap();
         let _ = ex.join();
         // A shutdown may drop queued tasks; it never runs one twice, and it never
@@ -183,15 +198,19 @@ fn join_with_no_tasks_returns() {
 fn a_panicking_task_is_raised_by_join_after_the_rest_ran() {
     let ran = Arc::new(AtomicUsize::new(0));
     let r = ran.clone();
-    let ex = Executor::new(cfg(2), |_| (), move |n: u32, ctx: &mut WorkerCtx<u32, ()>| {
-        r.fetch_add(1, Ordering::Relaxed);
-        if n == 13 {
-            panic!("task 13 failed");
-        }
-        if n < 100 {
-            ctx.spawn_local(n + 100);
-        }
-    });
+    let ex = Executor::new(
+        cfg(2),
+        |_| (),
+        move |n: u32, ctx: &mut WorkerCtx<u32, ()>| {
+            r.fetch_add(1, Ordering::Relaxed);
+            if n == 13 {
+                panic!("task 13 failed");
+            }
+            if n < 100 {
+                ctx.spawn_local(n + 100);
+            }
+        },
+    );
     ex.spawn_external_batch((0..100).collect()).unwrap();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ex.join()));
     let payload = result.expect_err("join must raise the task's panic");
@@ -207,12 +226,19 @@ fn a_panicking_task_is_raised_by_join_after_the_rest_ran() {
 
 #[test]
 fn only_the_first_of_several_panics_is_raised() {
-    let ex = Executor::new(cfg(2), |_| (), |n: u32, _: &mut WorkerCtx<u32, ()>| {
-        panic!("panic {n}");
-    });
+    let ex = Executor::new(
+        cfg(2),
+        |_| (),
+        |n: u32, _: &mut WorkerCtx<u32, ()>| {
+            panic!("panic {n}");
+        },
+    );
     ex.spawn_external_batch((0..10).collect()).unwrap();
     let payload = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| ex.join())).unwrap_err();
-    let msg = payload.downcast_ref::<String>().cloned().unwrap_or_default();
+    let msg = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
     assert!(msg.starts_with("panic "), "{msg}");
 }
 
@@ -222,9 +248,13 @@ fn handles_cloned_across_many_threads_all_spawn() {
     const EACH: u64 = if cfg!(miri) { 10 } else { 5_000 };
     let sum = Arc::new(AtomicU64::new(0));
     let s = sum.clone();
-    let ex = Executor::new(cfg(2), |_| (), move |n: u64, _: &mut WorkerCtx<u64, ()>| {
-        s.fetch_add(n, Ordering::Relaxed);
-    });
+    let ex = Executor::new(
+        cfg(2),
+        |_| (),
+        move |n: u64, _: &mut WorkerCtx<u64, ()>| {
+            s.fetch_add(n, Ordering::Relaxed);
+        },
+    );
     let handle = ex.handle();
     let threads: Vec<_> = (0..THREADS)
         .map(|t| {

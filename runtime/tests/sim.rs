@@ -34,7 +34,11 @@ fn scenario(seed: u64) -> Scenario {
     let mut next_id = 0u32;
     let mut script = Vec::new();
     let mut external_ids = Vec::new();
-    let join_at = if join_in_middle { rng.next_usize(actions + 1) } else { actions };
+    let join_at = if join_in_middle {
+        rng.next_usize(actions + 1)
+    } else {
+        actions
+    };
     for i in 0..=actions {
         if i == join_at {
             script.push(ExternalAction::Join);
@@ -85,24 +89,37 @@ fn run(s: Scenario) -> (SimReport, Rc<Ledger>, Vec<Vec<u32>>, bool) {
     let ledger = Rc::new(Ledger::default());
     ledger.next_id.set(1_000_000);
     let l = ledger.clone();
-    let Scenario { cfg, script, external_ids, join_in_middle, .. } = s;
-    let report = simulate(cfg, script, move |task: Task, ctx: &mut WorkerCtx<Task, ()>| {
-        l.runs.borrow_mut().push(task.id);
-        if task.depth > 0 {
-            let fanout = 1 + (task.id % 3);
-            for k in 0..fanout {
-                let id = l.next_id.get();
-                l.next_id.set(id + 1);
-                l.spawned_children.borrow_mut().push(id);
-                let child = Task { id, depth: task.depth - 1 };
-                if (task.id + k) % 5 == 0 {
-                    ctx.spawn_global(child);
-                } else {
-                    ctx.spawn_local(child);
+    let Scenario {
+        cfg,
+        script,
+        external_ids,
+        join_in_middle,
+        ..
+    } = s;
+    let report = simulate(
+        cfg,
+        script,
+        move |task: Task, ctx: &mut WorkerCtx<Task, ()>| {
+            l.runs.borrow_mut().push(task.id);
+            if task.depth > 0 {
+                let fanout = 1 + (task.id % 3);
+                for k in 0..fanout {
+                    let id = l.next_id.get();
+                    l.next_id.set(id + 1);
+                    l.spawned_children.borrow_mut().push(id);
+                    let child = Task {
+                        id,
+                        depth: task.depth - 1,
+                    };
+                    if (task.id + k) % 5 == 0 {
+                        ctx.spawn_global(child);
+                    } else {
+                        ctx.spawn_local(child);
+                    }
                 }
             }
-        }
-    });
+        },
+    );
     (report, ledger, external_ids, join_in_middle)
 }
 
@@ -120,10 +137,17 @@ fn check(seed: u64) -> SimReport {
     for id in runs.iter() {
         *counts.entry(*id).or_insert(0u32) += 1;
     }
-    assert!(counts.values().all(|&c| c == 1), "seed {seed}: a task ran twice");
+    assert!(
+        counts.values().all(|&c| c == 1),
+        "seed {seed}: a task ran twice"
+    );
     // Every child spawned ran.
     for id in ledger.spawned_children.borrow().iter() {
-        assert_eq!(counts.get(id), Some(&1), "seed {seed}: child {id} never ran");
+        assert_eq!(
+            counts.get(id),
+            Some(&1),
+            "seed {seed}: child {id} never ran"
+        );
     }
     // Every accepted outside task ran; refused ones did not.
     let external_run = counts.keys().filter(|&&id| id < 1_000_000).count();
@@ -148,8 +172,9 @@ fn same_seed_gives_the_same_trace() {
         assert_eq!(a.trace_digest(), b.trace_digest());
     }
     // And different seeds explore different schedules.
-    let digests: std::collections::HashSet<u64> =
-        (0..20).map(|seed| run(scenario(seed)).0.trace_digest()).collect();
+    let digests: std::collections::HashSet<u64> = (0..20)
+        .map(|seed| run(scenario(seed)).0.trace_digest())
+        .collect();
     assert!(digests.len() > 10);
 }
 
@@ -188,9 +213,26 @@ fn shutdown_in_the_simulator_stops_without_running_anything_twice() {
         let pos = (seed as usize) % (s.script.len() + 1);
         s.script.insert(pos, ExternalAction::Shutdown);
         let (report, ledger, _, _) = run(s);
-        assert_eq!(report.outcome, SimOutcome::Terminated, "seed {seed}: {report}");
+        assert_eq!(
+            report.outcome,
+            SimOutcome::Terminated,
+            "seed {seed}: {report}"
+        );
         let runs = ledger.runs.borrow();
         let mut seen = std::collections::HashSet::new();
         assert!(runs.iter().all(|id| seen.insert(*id)), "seed {seed}");
     }
+}
+
+#[test]
+#[ignore]
+fn debug_seed() {
+    let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
+    let s = scenario(seed);
+    eprintln!("cfg {:?}\nscript {:?}", s.cfg, s.script);
+    let (report, _, _, _) = run(s);
+    for e in &report.trace {
+        eprintln!("{e:?}");
+    }
+    eprintln!("{report}");
 }

@@ -104,6 +104,15 @@ impl<T: Send> Inject<T> {
     /// tasks (never more than there are), returns the oldest and pushes the
     /// rest, in order, into `dst`. `workers == 0` counts as 1.
     pub fn pop_batch_into(&self, dst: &mut Local<T>, workers: usize) -> Option<T> {
+        self.pop_batch_into_counted(dst, workers)
+            .map(|(task, _)| task)
+    }
+
+    /// As [`pop_batch_into`](Self::pop_batch_into), also returning how many
+    /// tasks went into `dst` (the batch minus the returned one). The runtime's
+    /// gate needs the exact count; `dst.len()` before and after cannot give it
+    /// while thieves take from `dst`.
+    pub fn pop_batch_into_counted(&self, dst: &mut Local<T>, workers: usize) -> Option<(T, usize)> {
         // I2: skip the lock when the queue looks empty. A task pushed after
         // this load is found by the caller's next look (the runtime re-checks
         // after its pre-park fence).
@@ -127,10 +136,10 @@ impl<T: Send> Inject<T> {
             .min(MAX_GLOBAL_BATCH)
             .min(len);
         // I4: the oldest task is returned; the next n - 1 go to dst.
-        let first = queue.pop_front();
+        let first = queue.pop_front()?;
         dst.push_back(queue.drain(..n - 1));
         self.set_len(&queue);
-        first
+        Some((first, n - 1))
     }
 
     /// Tasks queued, read without the lock (a snapshot).

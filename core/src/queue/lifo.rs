@@ -267,6 +267,15 @@ impl<T: Send> LifoSlot<T> {
         debug_assert_eq!(prev & BUSY, 0, "end_park while someone is inside");
     }
 
+    /// Whether the slot looks empty (no task, no take in progress). A hint
+    /// for the last searcher's re-check; `take`/`steal` decide atomically.
+    pub fn is_empty(&self) -> bool {
+        // Acquire: pairs with the Release store that filled the slot, so a
+        // caller that sees it full and then steals finds the task (a hint
+        // either way: the slot can change right after).
+        self.state.load(Ordering::Acquire) & (OCCUPIED | BUSY) == 0
+    }
+
     /// Whether the owner is between `begin_park` and `end_park`. A hint:
     /// `push` itself decides atomically.
     pub fn is_transitioning(&self) -> bool {

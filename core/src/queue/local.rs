@@ -522,6 +522,12 @@ impl<T: Send> Steal<T> {
     /// mid-steal on this victim (one stealer per victim at a time), or when
     /// `dst` has fewer than [`LOCAL_QUEUE_CAPACITY`]` / 2` free slots.
     pub fn steal_into(&self, dst: &mut Local<T>) -> Option<T> {
+        self.steal_into_counted(dst).map(|(task, _)| task)
+    }
+
+    /// As [`steal_into`](Self::steal_into), also returning how many tasks went
+    /// into `dst` besides the returned one (for metrics).
+    pub fn steal_into_counted(&self, dst: &mut Local<T>) -> Option<(T, usize)> {
         // S1: room in dst, against its `steal` (slots a thief of `dst` is
         // still copying out are not free).
         let dst_head = dst.refresh_head();
@@ -559,7 +565,7 @@ impl<T: Send> Steal<T> {
         if n > 1 {
             dst.publish(dst_tail.wrapping_add(n - 1));
         }
-        Some(ret)
+        Some((ret, n as usize - 1))
     }
 
     /// S2: claims half (rounded up) of `[real, tail)` by moving `real` and

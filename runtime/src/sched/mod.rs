@@ -257,18 +257,12 @@ impl<T: Send + 'static> Core<T> {
         }
     }
 
-    /// The current adaptive global-queue interval, in ticks.
-    pub(crate) fn global_interval(&self) -> u32 {
-        self.global_interval
-    }
-
     /// Folds one batch's mean task duration into the average and derives the
     /// interval: `TARGET / avg`, clamped to `[MIN, MAX]`.
     fn record_batch(&mut self, mean_task_ns: f64) {
         self.ewma_task_ns = EWMA_ALPHA * mean_task_ns + (1.0 - EWMA_ALPHA) * self.ewma_task_ns;
         let ideal = TARGET_GLOBAL_LATENCY_NS / self.ewma_task_ns.max(1.0);
-        self.global_interval =
-            (ideal as u32).clamp(MIN_GLOBAL_INTERVAL, MAX_GLOBAL_INTERVAL);
+        self.global_interval = (ideal as u32).clamp(MIN_GLOBAL_INTERVAL, MAX_GLOBAL_INTERVAL);
     }
 
     /// One task is about to run: advance the budget and, once per
@@ -364,12 +358,15 @@ impl<T: Send + 'static> Parts<'_, T> {
         }
         let (task, moved) = shared
             .inject
-            .pop_batch_into(&mut self.core.local, shared.workers)?;
+            .pop_batch_into_counted(&mut self.core.local, shared.workers)?;
         let taken = moved + 1;
         self.core.lifo_polls = 0;
         self.metrics.global_batches += 1;
         self.metrics.global_tasks += taken as u64;
-        debug_assert!(self.core.has_token, "only a token holder takes from the global queue");
+        debug_assert!(
+            self.core.has_token,
+            "only a token holder takes from the global queue"
+        );
         // The tasks are now covered by this worker's token, so the count cannot
         // reach zero here.
         let terminal = shared.gate.complete(taken as u64);
@@ -383,13 +380,16 @@ impl<T: Send + 'static> Parts<'_, T> {
     fn steal_work(&mut self) -> Option<(T, Source)> {
         let shared = self.shared;
         let workers = shared.workers;
-        if workers > 1 {
-            if !self.core.is_searching {
-                if !shared.idle.try_transition_to_searching() {
-                    return None;
-                }
-                self.core.is_searching = true;
+        // Even a lone worker becomes a searcher: a worker may park without
+        // the final re-check only while someone else is searching (README,
+        // "Parking", step 3), and with one worker there is nobody else.
+        if !self.core.is_searching {
+            if !shared.idle.try_transition_to_searching() {
+                return None;
             }
+            self.core.is_searching = true;
+        }
+        if workers > 1 {
             let me = self.core.id;
             for _ in 0..shared.steal_tries {
                 let mut victim = self.rng.next_usize(workers - 1);
@@ -398,7 +398,7 @@ impl<T: Send + 'static> Parts<'_, T> {
                 }
                 self.metrics.steal_attempts += 1;
                 let remote = &shared.remotes[victim];
-                if let Some((task, moved)) = remote.steal.steal_into(&mut self.core.local) {
+                if let Some((task, moved)) = remote.steal.steal_into_counted(&mut self.core.local) {
                     self.metrics.steal_successes += 1;
                     self.metrics.tasks_stolen += moved as u64 + 1;
                     self.core.lifo_polls = 0;
@@ -608,12 +608,19 @@ pub(crate) fn prepare_park<W: Worker, Tr: TraceHooks>(worker: &mut W, trace: &mu
         trace.event(id, SchedEvent::ParkAborted);
         return ParkPrep::Resume;
     }
-    debug_assert!(core.local.is_empty(), "a worker parks only with an empty ring");
+    debug_assert!(
+        core.local.is_empty(),
+        "a worker parks only with an empty ring"
+    );
     // 2. Register as parked. Notifiers that come after this see us.
     let was_last_searcher = shared.idle.transition_to_parked(id, core.is_searching);
     core.is_searching = false;
     // 3. The last searcher re-checks everything: a task pushed while it was
-    //    deciding to park found a searcher and woke nobody.
+    //    deciding to park found a searcher and woke nobody. Everyone checks
+    //    `done`: a shutdown's wake-all may have run before we were parked.
+    if shared.is_done() {
+        return ParkPrep::Exit;
+    }
     if was_last_searcher && shared.has_visible_work() {
         if !shared.idle.unpark(id) {
             // A notifier already took us out of the parked set and counted us
