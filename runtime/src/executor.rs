@@ -17,7 +17,7 @@ use magpie_core::sync::{hint, thread, Arc};
 
 use crate::config::{ExecutorConfig, MAX_PARK_TIMEOUT};
 use crate::metrics::{MetricsSnapshot, WorkerMetrics};
-use crate::sched::{self, Core, NoopTrace, ParkPrep, Parts, Shared, Step, Worker};
+use crate::sched::{self, Core, LifoMode, NoopTrace, ParkPrep, Parts, Shared, Step, Worker};
 use crate::worker_id;
 
 /// A pool of worker threads running tasks of type `T` with one runner.
@@ -153,8 +153,25 @@ impl<T: Send + 'static> Executor<T> {
         I: Fn(usize) -> S + Send + Sync + 'static,
         R: Fn(T, &mut WorkerCtx<T, S>) + Send + Sync + 'static,
     {
+        Self::with_lifo_mode(cfg, LifoMode::Owner, scratch_init, runner)
+    }
+
+    /// [`Executor::new`] with the LIFO slot's mode chosen. Only the benchmark
+    /// that decided the default needs this (docs/benchmarks.md, "LIFO slot").
+    #[doc(hidden)]
+    pub fn with_lifo_mode<S, I, R>(
+        cfg: ExecutorConfig,
+        lifo_mode: LifoMode,
+        scratch_init: I,
+        runner: R,
+    ) -> Self
+    where
+        S: 'static,
+        I: Fn(usize) -> S + Send + Sync + 'static,
+        R: Fn(T, &mut WorkerCtx<T, S>) + Send + Sync + 'static,
+    {
         let workers = cfg.workers.max(1);
-        let (shared, owned) = Shared::new(workers, cfg.steal_tries);
+        let (shared, owned) = Shared::new(workers, cfg.steal_tries, lifo_mode);
         let shared = Arc::new(shared);
         let scratch_init = Arc::new(scratch_init);
         let runner = Arc::new(runner);

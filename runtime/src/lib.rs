@@ -24,5 +24,5 @@ mod worker_id;
 pub use config::{ExecutorConfig, DEFAULT_SEED, MAX_PARK_TIMEOUT};
 pub use executor::{Executor, ExecutorHandle, WorkerCtx};
 pub use metrics::{MetricsSnapshot, WorkerMetrics};
-pub use sched::{SchedEvent, Source};
+pub use sched::{LifoMode, SchedEvent, Source};
 pub use worker_id::current_worker_id;

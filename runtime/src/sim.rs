@@ -25,7 +25,7 @@ use magpie_core::sync::Arc;
 
 use crate::executor::WorkerCtx;
 use crate::metrics::{MetricsSnapshot, WorkerMetrics};
-use crate::sched::{self, Core, ParkPrep, SchedEvent, Shared, Step, TraceHooks};
+use crate::sched::{self, Core, LifoMode, ParkPrep, SchedEvent, Shared, Step, TraceHooks};
 
 /// One thing that happens from outside the workers, in script order.
 #[derive(Debug)]
@@ -54,6 +54,8 @@ pub struct SimConfig {
     pub park_timeouts: bool,
     /// Give up (outcome [`SimOutcome::StepLimit`]) after this many moves.
     pub max_steps: u64,
+    /// Which LIFO slot the workers use.
+    pub lifo_mode: LifoMode,
 }
 
 impl Default for SimConfig {
@@ -64,6 +66,7 @@ impl Default for SimConfig {
             steal_tries: 4,
             park_timeouts: false,
             max_steps: 1_000_000,
+            lifo_mode: LifoMode::Owner,
         }
     }
 }
@@ -172,7 +175,7 @@ where
     R: Fn(T, &mut WorkerCtx<T, ()>),
 {
     let workers = cfg.workers.max(1);
-    let (shared, owned) = Shared::new(workers, cfg.steal_tries);
+    let (shared, owned) = Shared::new(workers, cfg.steal_tries, cfg.lifo_mode);
     let shared = Arc::new(shared);
     let mut rng = XorShift64::new(cfg.seed);
     let mut ctxs: Vec<WorkerCtx<T, ()>> = owned

@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use magpie_core::rng::XorShift64;
 use magpie_runtime::sim::{simulate, ExternalAction, SimConfig, SimOutcome, SimReport};
-use magpie_runtime::WorkerCtx;
+use magpie_runtime::{LifoMode, WorkerCtx};
 
 /// A task: its id and how many more generations it spawns.
 #[derive(Clone, Copy, Debug)]
@@ -69,6 +69,11 @@ fn scenario(seed: u64) -> Scenario {
             steal_tries: 1 + rng.next_usize(4) as u32,
             park_timeouts: rng.next_usize(3) == 0,
             max_steps: 200_000,
+            lifo_mode: if seed % 2 == 0 {
+                LifoMode::Owner
+            } else {
+                LifoMode::Stealable
+            },
         },
         script,
         external_ids,

@@ -109,6 +109,22 @@ impl TraceHooks for NoopTrace {
     fn event(&mut self, _worker: usize, _event: SchedEvent) {}
 }
 
+/// Whether other workers may take the task in a worker's LIFO slot.
+///
+/// magpie measured both (docs/benchmarks.md, "LIFO slot"): the owner-only
+/// slot is a plain `Option<T>` with no atomic operation at all, the
+/// stealable one costs a compare-and-swap on every push and every take. The
+/// executors use [`LifoMode::Owner`]; [`LifoMode::Stealable`] stays
+/// selectable so the benchmark can compare the two in one run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LifoMode {
+    /// The slot lives in the worker's own state; only it pushes and takes.
+    Owner,
+    /// The slot is magpie-core's `LifoSlot`: stealers take from it when the
+    /// victim's ring is empty.
+    Stealable,
+}
+
 /// State every worker shares, one per executor.
 pub(crate) struct Shared<T> {
     pub(crate) inject: Inject<T>,
@@ -120,6 +136,7 @@ pub(crate) struct Shared<T> {
     done: AtomicBool,
     pub(crate) workers: usize,
     pub(crate) steal_tries: u32,
+    pub(crate) lifo_mode: LifoMode,
     panic: Mutex<Option<Box<dyn Any + Send + 'static>>>,
 }
 
@@ -132,7 +149,11 @@ pub(crate) struct Remote<T> {
 
 impl<T: Send + 'static> Shared<T> {
     /// Builds the shared state and, for each worker, the parts it owns.
-    pub(crate) fn new(workers: usize, steal_tries: u32) -> (Self, Vec<(Local<T>, Parker)>) {
+    pub(crate) fn new(
+        workers: usize,
+        steal_tries: u32,
+        lifo_mode: LifoMode,
+    ) -> (Self, Vec<(Local<T>, Parker)>) {
         assert!(workers >= 1, "an executor needs at least one worker");
         let mut owned = Vec::with_capacity(workers);
         let mut remotes = Vec::with_capacity(workers);
@@ -154,6 +175,7 @@ impl<T: Send + 'static> Shared<T> {
             done: AtomicBool::new(false),
             workers,
             steal_tries: steal_tries.max(1),
+            lifo_mode,
             panic: Mutex::new(None),
         };
         (shared, owned)
@@ -225,8 +247,14 @@ pub(crate) struct Core<T> {
     is_searching: bool,
     /// Holds one count of the gate (see README.md, "Termination").
     has_token: bool,
+    /// The LIFO slot in [`LifoMode::Owner`].
+    lifo: Option<T>,
+    /// Set while parking in [`LifoMode::Owner`] (the stealable slot keeps its
+    /// own flag): a task scheduled on this thread meanwhile goes to the ring.
+    transitioning_to_park: bool,
     lifo_polls: u32,
-    tick: u32,
+    /// Ticks left until the global queue is looked at first.
+    global_countdown: u32,
     global_interval: u32,
     ewma_task_ns: f64,
     budget_used: u32,
@@ -245,8 +273,10 @@ impl<T: Send + 'static> Core<T> {
             parker,
             is_searching: false,
             has_token: false,
+            lifo: None,
+            transitioning_to_park: false,
             lifo_polls: 0,
-            tick: 0,
+            global_countdown: INITIAL_GLOBAL_INTERVAL,
             global_interval: INITIAL_GLOBAL_INTERVAL,
             ewma_task_ns: TARGET_GLOBAL_LATENCY_NS / f64::from(INITIAL_GLOBAL_INTERVAL),
             budget_used: 0,
@@ -323,30 +353,37 @@ impl<T: Send + 'static> Parts<'_, T> {
     #[inline]
     fn next_task(&mut self) -> Option<(T, Source)> {
         let core = &mut *self.core;
-        core.tick = core.tick.wrapping_add(1);
-        if core.tick % core.global_interval == 0 {
+        core.global_countdown -= 1;
+        if core.global_countdown == 0 {
+            core.global_countdown = core.global_interval;
             if let Some(task) = self.pop_global() {
                 return Some((task, Source::Global));
             }
         }
-        let core = &mut *self.core;
-        let lifo = &self.shared.remotes[core.id].lifo;
-        if core.lifo_polls < MAX_LIFO_POLLS_PER_TICK {
-            if let Some(task) = lifo.take() {
-                core.lifo_polls += 1;
+        if self.core.lifo_polls < MAX_LIFO_POLLS_PER_TICK {
+            if let Some(task) = self.lifo_take() {
+                self.core.lifo_polls += 1;
                 return Some((task, Source::Lifo));
             }
         }
-        if let Some(task) = core.local.pop() {
-            core.lifo_polls = 0;
+        if let Some(task) = self.core.local.pop() {
+            self.core.lifo_polls = 0;
             return Some((task, Source::Local));
         }
         // The ring is empty: the LIFO cap has nothing left to protect.
-        if let Some(task) = lifo.take() {
-            core.lifo_polls = 1;
+        if let Some(task) = self.lifo_take() {
+            self.core.lifo_polls = 1;
             return Some((task, Source::Lifo));
         }
         self.pop_global().map(|task| (task, Source::Global))
+    }
+
+    #[inline(always)]
+    fn lifo_take(&mut self) -> Option<T> {
+        match self.shared.lifo_mode {
+            LifoMode::Owner => self.core.lifo.take(),
+            LifoMode::Stealable => self.shared.remotes[self.core.id].lifo.take(),
+        }
     }
 
     /// A fair-share batch from the global queue: one task to run, the rest
@@ -403,6 +440,9 @@ impl<T: Send + 'static> Parts<'_, T> {
                     self.metrics.tasks_stolen += moved as u64 + 1;
                     self.core.lifo_polls = 0;
                     return Some((task, Source::Steal { victim }));
+                }
+                if shared.lifo_mode == LifoMode::Owner {
+                    continue;
                 }
                 if let Some(task) = remote.lifo.steal() {
                     self.metrics.steal_successes += 1;
@@ -463,13 +503,20 @@ impl<T: Send + 'static> Parts<'_, T> {
         if self.core.spawns_since_wake >= WAKE_ON_HOARD_THRESHOLD {
             self.wake_on_hoard();
         }
-        let lifo = &self.shared.remotes[self.core.id].lifo;
-        match lifo.push(task) {
-            Ok(None) => {}
-            Ok(Some(evicted)) => self.push_local(evicted),
-            // Only the owner parks, and it is running this task: unreachable in
-            // the loop, but routing to the ring is correct anyway.
-            Err(task) => self.push_local(task),
+        match self.shared.lifo_mode {
+            LifoMode::Owner => {
+                if self.core.transitioning_to_park {
+                    self.push_local(task);
+                } else if let Some(evicted) = self.core.lifo.replace(task) {
+                    self.push_local(evicted);
+                }
+            }
+            LifoMode::Stealable => match self.shared.remotes[self.core.id].lifo.push(task) {
+                Ok(None) => {}
+                Ok(Some(evicted)) => self.push_local(evicted),
+                // Refused while parking: the ring takes it.
+                Err(task) => self.push_local(task),
+            },
         }
     }
 
@@ -598,11 +645,17 @@ pub(crate) fn prepare_park<W: Worker, Tr: TraceHooks>(worker: &mut W, trace: &mu
     if shared.is_done() {
         return ParkPrep::Exit;
     }
-    let lifo = &shared.remotes[id].lifo;
     // 1. From here on no push can land in our LIFO slot unseen: the flag and
-    //    the take are one atomic step.
-    if let Some(task) = lifo.begin_park() {
-        lifo.end_park();
+    //    the take are one step (one atomic step for the stealable slot).
+    let leftover = match shared.lifo_mode {
+        LifoMode::Owner => {
+            core.transitioning_to_park = true;
+            core.lifo.take()
+        }
+        LifoMode::Stealable => shared.remotes[id].lifo.begin_park(),
+    };
+    if let Some(task) = leftover {
+        end_park(core, shared);
         let mut parts = worker.parts();
         parts.push_local(task);
         trace.event(id, SchedEvent::ParkAborted);
@@ -619,6 +672,7 @@ pub(crate) fn prepare_park<W: Worker, Tr: TraceHooks>(worker: &mut W, trace: &mu
     //    deciding to park found a searcher and woke nobody. Everyone checks
     //    `done`: a shutdown's wake-all may have run before we were parked.
     if shared.is_done() {
+        end_park(core, shared);
         return ParkPrep::Exit;
     }
     if was_last_searcher && shared.has_visible_work() {
@@ -627,7 +681,7 @@ pub(crate) fn prepare_park<W: Worker, Tr: TraceHooks>(worker: &mut W, trace: &mu
             // as searching; its unpark is pending on our parker.
             core.is_searching = true;
         }
-        lifo.end_park();
+        end_park(core, shared);
         trace.event(id, SchedEvent::ParkAborted);
         return ParkPrep::Resume;
     }
@@ -662,7 +716,7 @@ pub(crate) fn after_park<W: Worker, Tr: TraceHooks>(
             notified: matches!(result, ParkResult::Notified),
         },
     );
-    shared.remotes[id].lifo.end_park();
+    end_park(core, shared);
     if !shared.idle.unpark(id) {
         // Woken by `unpark_one`, which counted us as a searcher.
         core.is_searching = true;
@@ -675,6 +729,14 @@ pub(crate) fn after_park<W: Worker, Tr: TraceHooks>(
     }
     core.has_token = true;
     true
+}
+
+/// Reopens the LIFO slot after a park (or an aborted one).
+fn end_park<T: Send + 'static>(core: &mut Core<T>, shared: &Shared<T>) {
+    match shared.lifo_mode {
+        LifoMode::Owner => core.transitioning_to_park = false,
+        LifoMode::Stealable => shared.remotes[core.id].lifo.end_park(),
+    }
 }
 
 /// A worker's first act: take a gate token. `false` if the executor already
