@@ -15,10 +15,9 @@ mod time_util;
 use std::task::{Context, Poll, Waker};
 
 use magpie_runtime::time::{
-    self, interval, interval_at, Driver, Duration, Instant, Interval, IntervalStats,
-    OverrunPolicy,
+    self, interval, interval_at, Driver, Duration, Instant, Interval, IntervalStats, OverrunPolicy,
 };
-use time_util::{block_on_paused, Probe, WakeLog};
+use time_util::{block_on_paused, paused, Probe, WakeLog};
 
 const P: Duration = Duration::from_millis(10);
 
@@ -49,17 +48,9 @@ impl Ticker {
     }
 }
 
-/// A paused driver entered on this thread, and its start instant.
-fn paused() -> (Driver, time::EnterGuard, Instant) {
-    let driver = Driver::new_paused();
-    let guard = time::enter(&driver);
-    let start = Instant::now();
-    (driver, guard, start)
-}
-
 #[test]
 fn first_tick_is_immediate() {
-    let (_driver, _guard, start) = paused();
+    let (_driver, _guard, start, _log) = paused();
     let mut t = Ticker::new(interval(P));
     assert_eq!(t.poll(), Poll::Ready(start));
     assert_eq!(t.interval.next_tick(), start + P);
@@ -68,7 +59,7 @@ fn first_tick_is_immediate() {
 
 #[test]
 fn interval_at_a_future_start_waits_for_it() {
-    let (_driver, _guard, start) = paused();
+    let (_driver, _guard, start, _log) = paused();
     let mut t = Ticker::new(interval_at(start + ms(25), P));
     assert!(t.poll().is_pending());
     time::advance(ms(24));
@@ -80,7 +71,7 @@ fn interval_at_a_future_start_waits_for_it() {
 
 #[test]
 fn steady_ticks_arrive_on_the_grid_with_zero_lateness() {
-    let (_driver, _guard, start) = paused();
+    let (_driver, _guard, start, _log) = paused();
     let mut t = Ticker::new(interval(P));
     assert_eq!(t.poll(), Poll::Ready(start));
     for k in 1..=50u32 {
@@ -102,48 +93,47 @@ fn steady_ticks_arrive_on_the_grid_with_zero_lateness() {
     );
 }
 
-/// One overrun scenario: ticks at 0 and (late) at `T = 10`, delivered at
-/// `10 + lateness`, then the ticks expected after it, in order.
-struct Case {
-    policy: OverrunPolicy,
-    lateness_ms: u64,
-    /// Scheduled instants (ms after start) of the ticks after the late one.
-    next_ticks_ms: &'static [u64],
-    skipped: u64,
-}
+use OverrunPolicy::{CatchUpOnce, DropTick, SkipNext};
 
+/// One overrun scenario per row: ticks at 0 and, late, at `T = 10`, which
+/// is delivered at `10 + lateness_ms`. Columns: policy, lateness (ms), the
+/// scheduled instants (ms after start) of the ticks after the late one, in
+/// order, and the skipped-tick count.
+type Case = (OverrunPolicy, u64, [u64; 3], u64);
+
+#[rustfmt::skip]
 const CASES: &[Case] = &[
     // 1.5 periods late: now = 25, m = 1.
-    Case { policy: OverrunPolicy::DropTick, lateness_ms: 15, next_ticks_ms: &[30, 40, 50], skipped: 1 },
-    Case { policy: OverrunPolicy::SkipNext, lateness_ms: 15, next_ticks_ms: &[40, 50, 60], skipped: 2 },
-    Case { policy: OverrunPolicy::CatchUpOnce, lateness_ms: 15, next_ticks_ms: &[20, 30, 40], skipped: 0 },
+    (DropTick,    15, [30, 40, 50], 1),
+    (SkipNext,    15, [40, 50, 60], 2),
+    (CatchUpOnce, 15, [20, 30, 40], 0),
     // 2 periods late: now = 30, m = 2.
-    Case { policy: OverrunPolicy::DropTick, lateness_ms: 20, next_ticks_ms: &[40, 50, 60], skipped: 2 },
-    Case { policy: OverrunPolicy::SkipNext, lateness_ms: 20, next_ticks_ms: &[50, 60, 70], skipped: 3 },
-    Case { policy: OverrunPolicy::CatchUpOnce, lateness_ms: 20, next_ticks_ms: &[30, 40, 50], skipped: 1 },
+    (DropTick,    20, [40, 50, 60], 2),
+    (SkipNext,    20, [50, 60, 70], 3),
+    (CatchUpOnce, 20, [30, 40, 50], 1),
     // 5 periods late: now = 60, m = 5.
-    Case { policy: OverrunPolicy::DropTick, lateness_ms: 50, next_ticks_ms: &[70, 80, 90], skipped: 5 },
-    Case { policy: OverrunPolicy::SkipNext, lateness_ms: 50, next_ticks_ms: &[80, 90, 100], skipped: 6 },
-    Case { policy: OverrunPolicy::CatchUpOnce, lateness_ms: 50, next_ticks_ms: &[60, 70, 80], skipped: 4 },
+    (DropTick,    50, [70, 80, 90], 5),
+    (SkipNext,    50, [80, 90, 100], 6),
+    (CatchUpOnce, 50, [60, 70, 80], 4),
 ];
 
 #[test]
 fn each_overrun_policy_schedules_the_documented_next_ticks() {
-    for case in CASES {
-        let label = format!("{:?} late by {} ms", case.policy, case.lateness_ms);
-        let (_driver, _guard, start) = paused();
+    for &(policy, lateness_ms, next_ticks_ms, skipped) in CASES {
+        let label = format!("{policy:?} late by {lateness_ms} ms");
+        let (_driver, _guard, start, _log) = paused();
         let mut t = Ticker::new(interval(P));
-        t.interval.set_overrun_policy(case.policy);
-        assert_eq!(t.interval.overrun_policy(), case.policy);
+        t.interval.set_overrun_policy(policy);
+        assert_eq!(t.interval.overrun_policy(), policy);
         assert_eq!(t.poll(), Poll::Ready(start), "{label}");
         assert!(t.poll().is_pending());
 
         // The consumer comes back `lateness` after the tick at T = 10.
-        time::advance(ms(10 + case.lateness_ms));
+        time::advance(ms(10 + lateness_ms));
         assert_eq!(t.poll(), Poll::Ready(start + ms(10)), "{label}: late tick");
-        let mut now = 10 + case.lateness_ms;
+        let mut now = 10 + lateness_ms;
 
-        for &due in case.next_ticks_ms {
+        for due in next_ticks_ms {
             if due > now {
                 assert!(t.poll().is_pending(), "{label}: tick {due} early");
                 time::advance(ms(due - now - 1));
@@ -160,10 +150,10 @@ fn each_overrun_policy_schedules_the_documented_next_ticks() {
         assert_eq!(
             t.interval.stats(),
             IntervalStats {
-                ticks: 2 + case.next_ticks_ms.len() as u64,
+                ticks: 2 + next_ticks_ms.len() as u64,
                 overruns: 1,
-                skipped_ticks: case.skipped,
-                max_lateness: ms(case.lateness_ms),
+                skipped_ticks: skipped,
+                max_lateness: ms(lateness_ms),
             },
             "{label}"
         );
@@ -172,7 +162,7 @@ fn each_overrun_policy_schedules_the_documented_next_ticks() {
 
 #[test]
 fn catch_up_tick_is_delivered_without_waiting() {
-    let (_driver, _guard, start) = paused();
+    let (_driver, _guard, start, _log) = paused();
     let mut t = Ticker::new(interval(P));
     t.interval.set_overrun_policy(OverrunPolicy::CatchUpOnce);
     assert_eq!(t.poll(), Poll::Ready(start));
@@ -194,7 +184,7 @@ fn lateness_under_one_period_is_not_an_overrun_under_any_policy() {
         OverrunPolicy::SkipNext,
         OverrunPolicy::CatchUpOnce,
     ] {
-        let (_driver, _guard, start) = paused();
+        let (_driver, _guard, start, _log) = paused();
         let mut t = Ticker::new(interval(P));
         t.interval.set_overrun_policy(policy);
         assert_eq!(t.poll(), Poll::Ready(start));
@@ -218,9 +208,13 @@ fn lateness_under_one_period_is_not_an_overrun_under_any_policy() {
 
 #[test]
 fn stats_accumulate_over_repeated_overruns() {
-    let (_driver, _guard, start) = paused();
+    let (_driver, _guard, start, _log) = paused();
     let mut t = Ticker::new(interval(P));
-    assert_eq!(t.interval.overrun_policy(), OverrunPolicy::DropTick, "default");
+    assert_eq!(
+        t.interval.overrun_policy(),
+        OverrunPolicy::DropTick,
+        "default"
+    );
     assert_eq!(t.poll(), Poll::Ready(start)); // tick 0
     time::advance(ms(35)); // now 35: T = 10 late 25, m = 2 -> next 40
     assert_eq!(t.poll(), Poll::Ready(start + ms(10)));
@@ -244,7 +238,7 @@ fn stats_accumulate_over_repeated_overruns() {
 
 #[test]
 fn reset_restarts_the_grid_one_period_from_now() {
-    let (_driver, _guard, start) = paused();
+    let (_driver, _guard, start, _log) = paused();
     let mut t = Ticker::new(interval(P));
     assert_eq!(t.poll(), Poll::Ready(start));
     time::advance(ms(4));
@@ -302,6 +296,6 @@ fn async_tick_loop_under_auto_advance_ends_on_the_grid() {
 #[test]
 #[should_panic(expected = "period must be non-zero")]
 fn zero_period_panics() {
-    let (_driver, _guard, _start) = paused();
+    let (_driver, _guard, _start, _log) = paused();
     let _ = interval(Duration::ZERO);
 }

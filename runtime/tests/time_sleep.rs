@@ -10,7 +10,7 @@ use std::task::{Context, Poll, Waker};
 
 use magpie_core::sync::atomic::{AtomicUsize, Ordering};
 use magpie_runtime::time::{self, sleep, sleep_until, Driver, Duration, Instant, Sleep};
-use time_util::{block_on_paused, Probe, Rng, TestTask, WakeLog};
+use time_util::{block_on_paused, paused, pending, Probe, Rng, TestTask, WakeLog};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -29,10 +29,7 @@ fn ms_since(start: Instant, t: Instant) -> u64 {
 fn sleeps_fire_exactly_at_their_deadline_once_in_one_ms_steps() {
     const N: usize = if cfg!(miri) { 40 } else { 2_000 };
     const HORIZON_MS: u64 = if cfg!(miri) { 80 } else { 3_000 };
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
-    let start = Instant::now();
-    let log = WakeLog::default();
+    let (driver, _guard, start, log) = paused();
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let deadlines: Vec<u64> = (0..N).map(|_| 1 + rng.below(HORIZON_MS)).collect();
     let mut tasks: Vec<_> = deadlines
@@ -71,9 +68,7 @@ fn sleeps_fire_exactly_at_their_deadline_once_in_one_ms_steps() {
 #[test]
 fn one_large_advance_wakes_in_deadline_order() {
     const N: usize = if cfg!(miri) { 50 } else { 5_000 };
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
-    let log = WakeLog::default();
+    let (_driver, _guard, _start, log) = paused();
     let mut rng = Rng(77);
     // Spread over levels 0..=2 so the single advance cascades.
     let deadlines: Vec<u64> = (0..N).map(|_| 1 + rng.below(200_000)).collect();
@@ -82,7 +77,9 @@ fn one_large_advance_wakes_in_deadline_order() {
         .enumerate()
         .map(|(id, &d)| TestTask::new(id, &log, sleep(ms(d))))
         .collect();
-    tasks.iter_mut().for_each(|t| assert!(t.poll().is_pending()));
+    tasks
+        .iter_mut()
+        .for_each(|t| assert!(t.poll().is_pending()));
 
     time::advance(ms(200_000));
     let order = log.drain();
@@ -101,10 +98,7 @@ fn one_large_advance_wakes_in_deadline_order() {
 #[test]
 fn sleeps_on_every_wheel_level_and_past_the_wheel_fire_exactly_on_time() {
     const RANDOM: usize = if cfg!(miri) { 30 } else { 3_000 };
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
-    let start = Instant::now();
-    let log = WakeLog::default();
+    let (driver, _guard, start, log) = paused();
 
     // Level boundaries 64^k - 1, 64^k, 64^k + 1 for k = 1..=7 (64^6 = 2^36 is
     // the first tick past the wheel; 64^7 is far into the overflow list),
@@ -151,16 +145,13 @@ fn sleeps_on_every_wheel_level_and_past_the_wheel_fire_exactly_on_time() {
 
 #[test]
 fn dropped_sleep_never_fires_or_wakes_and_leaves_no_entry() {
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
-    let log = WakeLog::default();
+    let (driver, _guard, _start, log) = paused();
     let mut kept = Vec::new();
     let mut dropped_probes = Vec::new();
     for id in 0..200usize {
         // Deadlines on several levels, some sharing a slot with kept ones.
         let d = ms(1 + (id as u64 * 997) % 100_000);
-        let mut task = TestTask::new(id, &log, sleep(d));
-        assert!(task.poll().is_pending());
+        let task = pending(id, &log, sleep(d));
         if id % 2 == 0 {
             kept.push(task);
         } else {
@@ -184,11 +175,8 @@ fn dropped_sleep_never_fires_or_wakes_and_leaves_no_entry() {
 
 #[test]
 fn sleep_dropped_after_firing_but_before_its_poll_frees_its_entry() {
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
-    let log = WakeLog::default();
-    let mut task = TestTask::new(0, &log, sleep(ms(5)));
-    assert!(task.poll().is_pending());
+    let (driver, _guard, _start, log) = paused();
+    let task = pending(0, &log, sleep(ms(5)));
     time::advance(ms(5));
     assert_eq!(task.wakes(), 1);
     assert_eq!(driver.active_timers(), 1, "fired, not yet observed");
@@ -198,10 +186,7 @@ fn sleep_dropped_after_firing_but_before_its_poll_frees_its_entry() {
 
 #[test]
 fn reset_moves_a_registered_sleep_earlier_and_later_in_place() {
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
-    let start = Instant::now();
-    let log = WakeLog::default();
+    let (driver, _guard, start, log) = paused();
     let probe = Probe::new(0, &log);
 
     // Earlier: 100 ms -> 50 ms.
@@ -248,9 +233,7 @@ fn poll_with(s: &mut Sleep, probe: &Arc<Probe>) -> Poll<()> {
 
 #[test]
 fn reset_of_a_registered_sleep_to_the_past_wakes_it_at_once() {
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
-    let start = Instant::now();
+    let (driver, _guard, start, _log) = paused();
     time::advance(ms(10));
     let log = WakeLog::default();
     let probe = Probe::new(0, &log);
@@ -264,9 +247,7 @@ fn reset_of_a_registered_sleep_to_the_past_wakes_it_at_once() {
 
 #[test]
 fn past_or_zero_deadline_completes_on_first_poll_without_an_entry() {
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
-    let log = WakeLog::default();
+    let (driver, _guard, _start, log) = paused();
     time::advance(ms(20));
     let now = Instant::now();
     let mut past = TestTask::new(0, &log, sleep_until(now - ms(5)));
@@ -286,9 +267,7 @@ fn past_or_zero_deadline_completes_on_first_poll_without_an_entry() {
 
 #[test]
 fn sub_millisecond_remainders_round_up_never_fire_early() {
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
-    let log = WakeLog::default();
+    let (_driver, _guard, _start, log) = paused();
     let mut a = TestTask::new(0, &log, sleep(Duration::from_micros(1_500)));
     let mut b = TestTask::new(1, &log, sleep(Duration::from_micros(500)));
     assert!(a.poll().is_pending() && b.poll().is_pending());
@@ -307,11 +286,8 @@ fn sub_millisecond_remainders_round_up_never_fire_early() {
 
 #[test]
 fn repoll_with_a_new_waker_wakes_only_the_new_one() {
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
-    let log = WakeLog::default();
-    let mut task = TestTask::new(0, &log, sleep(ms(3)));
-    assert!(task.poll().is_pending());
+    let (_driver, _guard, _start, log) = paused();
+    let mut task = pending(0, &log, sleep(ms(3)));
     let other = Probe::new(1, &log);
     assert!(task.poll_with(&other).is_pending());
     time::advance(ms(3));
@@ -354,10 +330,7 @@ fn enter_guards_nest_and_restore_the_previous_driver() {
 
 #[test]
 fn auto_advance_lands_exactly_on_the_next_deadline() {
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
-    let start = Instant::now();
-    let log = WakeLog::default();
+    let (driver, _guard, start, log) = paused();
     let mut hour = TestTask::new(0, &log, sleep(Duration::from_secs(3_600)));
     let mut day = TestTask::new(1, &log, sleep(Duration::from_secs(86_400)));
     assert!(hour.poll().is_pending() && day.poll().is_pending());
@@ -377,8 +350,7 @@ fn auto_advance_does_nothing_on_a_running_clock() {
     let driver = Driver::new();
     let _guard = time::enter(&driver);
     let log = WakeLog::default();
-    let mut task = TestTask::new(0, &log, sleep(Duration::from_secs(3_600)));
-    assert!(task.poll().is_pending());
+    let task = pending(0, &log, sleep(Duration::from_secs(3_600)));
     assert!(!driver.auto_advance_if_idle());
     assert_eq!(task.wakes(), 0);
 }
@@ -398,24 +370,23 @@ fn block_on_paused_runs_nested_sleeps_to_their_total() {
 
 #[test]
 fn next_expiration_is_never_after_the_earliest_deadline() {
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
-    let start = Instant::now();
-    let log = WakeLog::default();
+    let (driver, _guard, start, log) = paused();
     assert_eq!(driver.next_expiration(), None);
-    let mut far = TestTask::new(0, &log, sleep(ms(5_000)));
-    assert!(far.poll().is_pending());
+    let far = pending(0, &log, sleep(ms(5_000)));
     let hint = driver.next_expiration().unwrap();
     assert!(hint > start && hint <= start + ms(5_000), "{hint:?}");
-    let mut near = TestTask::new(1, &log, sleep(ms(40)));
-    assert!(near.poll().is_pending());
+    let near = pending(1, &log, sleep(ms(40)));
     assert_eq!(
         driver.next_expiration(),
         Some(start + ms(40)),
         "level 0 is exact"
     );
     drop(near);
-    assert_eq!(driver.next_expiration(), Some(hint), "cancel updates the hint");
+    assert_eq!(
+        driver.next_expiration(),
+        Some(hint),
+        "cancel updates the hint"
+    );
     // Processing at each hint walks down to the exact deadline.
     let mut steps = 0;
     while far.wakes() == 0 {
@@ -433,8 +404,7 @@ fn next_expiration_is_never_after_the_earliest_deadline() {
 
 #[test]
 fn unparker_runs_when_a_new_timer_becomes_the_earliest() {
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
+    let (driver, _guard, _start, _log) = paused();
     let calls = Arc::new(AtomicUsize::new(0));
     let counter = calls.clone();
     driver.set_unparker(move || {
@@ -443,8 +413,7 @@ fn unparker_runs_when_a_new_timer_becomes_the_earliest() {
     let log = WakeLog::default();
     let mut tasks = Vec::new();
     for (id, d) in [100, 200, 50, 50, 3_000, 20].into_iter().enumerate() {
-        let mut task = TestTask::new(id, &log, sleep(ms(d)));
-        assert!(task.poll().is_pending());
+        let task = pending(id, &log, sleep(ms(d)));
         tasks.push(task);
     }
     // 100 (first), 50 (earlier), 20 (earlier).
@@ -453,11 +422,8 @@ fn unparker_runs_when_a_new_timer_becomes_the_earliest() {
 
 #[test]
 fn shutdown_drops_every_waker_and_fires_nothing() {
-    let driver = Driver::new_paused();
-    let _guard = time::enter(&driver);
-    let log = WakeLog::default();
-    let mut task = TestTask::new(0, &log, sleep(ms(10)));
-    assert!(task.poll().is_pending());
+    let (driver, _guard, _start, log) = paused();
+    let mut task = pending(0, &log, sleep(ms(10)));
     let probe = task.probe.clone();
     let before = Arc::strong_count(&probe);
     driver.shutdown();
@@ -466,7 +432,10 @@ fn shutdown_drops_every_waker_and_fires_nothing() {
     assert_eq!(probe.wakes(), 0);
     assert_eq!(driver.next_expiration(), None);
     let poll = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| task.poll()));
-    assert!(poll.is_err(), "polling a timer of a shut-down driver panics");
+    assert!(
+        poll.is_err(),
+        "polling a timer of a shut-down driver panics"
+    );
     drop(task);
     assert_eq!(driver.active_timers(), 0);
 }
@@ -487,4 +456,65 @@ fn pause_aligns_to_whole_ms_and_resume_never_goes_back() {
     assert!(!driver.clock().is_paused());
     let twice = std::panic::catch_unwind(time::resume);
     assert!(twice.is_err(), "resume of a running clock panics");
+}
+
+/// A waker that, when woken, drops (cancels) other sleeps. Its wake runs
+/// inside `Driver::process`; since wakes run outside the driver's lock, the
+/// cancels inside it can take that lock.
+struct Canceller {
+    victims: std::sync::Mutex<Vec<Sleep>>,
+    woken: AtomicUsize,
+}
+
+impl std::task::Wake for Canceller {
+    fn wake(self: Arc<Self>) {
+        self.woken.fetch_add(1, Ordering::Relaxed);
+        self.victims.lock().unwrap().clear();
+    }
+}
+
+#[test]
+fn sleeps_cancelled_by_a_wake_during_processing_never_fire() {
+    let (driver, _guard, start, log) = paused();
+    // All in one level-1 slot (64..128 ms): opening it at 64 ms fires the
+    // 64 ms sleeps in batches of WAKE_BATCH while the 100 ms victims wait
+    // in the half-drained cascade, where the canceller's wake removes them.
+    let mut victims = Vec::new();
+    let victim_probes: Vec<_> = (0..10).map(|id| Probe::new(1_000 + id, &log)).collect();
+    for probe in &victim_probes {
+        let mut s = sleep(ms(100));
+        assert!(poll_with(&mut s, probe).is_pending());
+        victims.push(s);
+    }
+    let canceller = Arc::new(Canceller {
+        victims: std::sync::Mutex::new(victims),
+        woken: AtomicUsize::new(0),
+    });
+    let mut fillers: Vec<_> = (0..2 * time::WAKE_BATCH)
+        .map(|id| TestTask::new(id, &log, sleep(ms(64))))
+        .collect();
+    fillers
+        .iter_mut()
+        .for_each(|t| assert!(t.poll().is_pending()));
+    let mut trigger = sleep(ms(64));
+    let waker = Waker::from(canceller.clone());
+    assert!(Pin::new(&mut trigger)
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    assert_eq!(driver.active_timers(), 10 + 2 * time::WAKE_BATCH + 1);
+
+    assert_eq!(driver.process(start + ms(64)), 2 * time::WAKE_BATCH + 1);
+    assert_eq!(canceller.woken.load(Ordering::Relaxed), 1);
+    assert!(canceller.victims.lock().unwrap().is_empty());
+    time::advance(ms(200));
+    assert!(
+        victim_probes.iter().all(|p| p.wakes() == 0),
+        "a cancelled sleep woke"
+    );
+    assert!(log.drain().iter().all(|&id| id < 2 * time::WAKE_BATCH));
+    fillers
+        .iter_mut()
+        .for_each(|t| assert!(t.poll().is_ready()));
+    drop(trigger);
+    assert_eq!(driver.active_timers(), 0);
 }

@@ -91,7 +91,8 @@ fn concurrent_sleepers_fire_exactly_once_and_never_early() {
                     // its log entry) is visible to the drain below.
                     let stopped = stop.load(Ordering::Acquire);
                     for id in log.drain() {
-                        let (deadline, mut task) = live[id].take().expect("woke twice or after cancel");
+                        let (deadline, mut task) =
+                            live[id].take().expect("woke twice or after cancel");
                         assert_eq!(task.poll(), Poll::Ready(()));
                         let now = driver.clock().now();
                         assert!(now >= deadline, "fired early: {now:?} < {deadline:?}");
@@ -104,7 +105,10 @@ fn concurrent_sleepers_fire_exactly_once_and_never_early() {
                     assert!(!stopped, "a live sleep was never woken");
                     thread::park_timeout(Duration::from_millis(1));
                 }
-                assert!(cancelled.iter().all(|p| p.wakes() == 0), "a cancelled sleep woke");
+                assert!(
+                    cancelled.iter().all(|p| p.wakes() == 0),
+                    "a cancelled sleep woke"
+                );
                 completed
             })
         })

@@ -74,11 +74,16 @@ struct State {
 
 impl fmt::Debug for Driver {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = lock(&self.inner.state);
+        // The wheel's lock is released before the clock's is taken: the two
+        // are never held together anywhere.
+        let (wheel, shutdown) = {
+            let state = lock(&self.inner.state);
+            (format!("{:?}", state.wheel), state.shutdown)
+        };
         f.debug_struct("Driver")
             .field("clock", &self.inner.clock)
-            .field("wheel", &state.wheel)
-            .field("shutdown", &state.shutdown)
+            .field("wheel", &format_args!("{wheel}"))
+            .field("shutdown", &shutdown)
             .finish()
     }
 }
@@ -229,7 +234,9 @@ impl Driver {
             while let Some(key) = wheel.pop_expired(MAX_TICK) {
                 taken.extend(wheel.get_mut(key).and_then(Option::take));
             }
-            self.inner.next_deadline.store(NO_DEADLINE, Ordering::Relaxed);
+            self.inner
+                .next_deadline
+                .store(NO_DEADLINE, Ordering::Relaxed);
             taken
         };
         drop(wakers); // outside the lock: a waker's drop may free a task

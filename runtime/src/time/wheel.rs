@@ -388,7 +388,9 @@ impl<T> Wheel<T> {
 
     /// Takes an entry off whatever list it is on (no-op for a fired entry).
     fn unlink(&mut self, index: u32) {
-        let Entry { loc, prev, next, .. } = self.entries[index as usize];
+        let Entry {
+            loc, prev, next, ..
+        } = self.entries[index as usize];
         if matches!(loc, Loc::Free | Loc::Fired) {
             return;
         }

@@ -9,7 +9,7 @@ use std::task::{Context, Poll, Wake, Waker};
 
 use magpie_core::sync::atomic::{AtomicUsize, Ordering};
 use magpie_core::sync::Mutex;
-use magpie_runtime::time::Driver;
+use magpie_runtime::time::{self, Driver, EnterGuard, Instant, Sleep};
 
 /// An append-only log of probe ids in wake order, shared by many probes.
 #[derive(Clone, Default)]
@@ -111,6 +111,22 @@ impl<F: Future> TestTask<F> {
         let mut cx = Context::from_waker(&waker);
         self.future.as_mut().poll(&mut cx)
     }
+}
+
+/// A paused driver entered on this thread, its start instant (the clock's
+/// origin, so every whole-ms sleep lands on a tick), and a wake log.
+pub fn paused() -> (Driver, EnterGuard, Instant, WakeLog) {
+    let driver = Driver::new_paused();
+    let guard = time::enter(&driver);
+    let start = Instant::now();
+    (driver, guard, start, WakeLog::default())
+}
+
+/// `sleep` wrapped as task `id` and polled once, which must register it.
+pub fn pending(id: usize, log: &WakeLog, sleep: Sleep) -> TestTask<Sleep> {
+    let mut task = TestTask::new(id, log, sleep);
+    assert!(task.poll().is_pending(), "sleep {id} is not pending");
+    task
 }
 
 /// Runs `future` to completion on this thread with `driver` entered: polls
