@@ -26,6 +26,15 @@ fn ms_since(start: Instant, t: Instant) -> u64 {
 }
 
 #[test]
+fn timer_types_can_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Driver>();
+    send_sync::<Sleep>();
+    send_sync::<time::Interval>();
+    send_sync::<Instant>();
+}
+
+#[test]
 fn sleeps_fire_exactly_at_their_deadline_once_in_one_ms_steps() {
     const N: usize = if cfg!(miri) { 40 } else { 2_000 };
     const HORIZON_MS: u64 = if cfg!(miri) { 80 } else { 3_000 };

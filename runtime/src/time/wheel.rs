@@ -496,6 +496,12 @@ mod tests {
     }
 
     #[test]
+    fn a_waker_entry_takes_forty_eight_bytes() {
+        // The README's per-timer cost.
+        assert_eq!(std::mem::size_of::<Entry<Option<std::task::Waker>>>(), 48);
+    }
+
+    #[test]
     fn stale_key_reaches_nothing_after_reuse() {
         let mut wheel = Wheel::new();
         let (old, _) = wheel.insert(10, 'a');
