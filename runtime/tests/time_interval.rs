@@ -103,6 +103,10 @@ type Case = (OverrunPolicy, u64, [u64; 3], u64);
 
 #[rustfmt::skip]
 const CASES: &[Case] = &[
+    // Exactly 1 period late: now = 20, m = 1 (the boundary is an overrun).
+    (DropTick,    10, [30, 40, 50], 1),
+    (SkipNext,    10, [40, 50, 60], 2),
+    (CatchUpOnce, 10, [20, 30, 40], 0),
     // 1.5 periods late: now = 25, m = 1.
     (DropTick,    15, [30, 40, 50], 1),
     (SkipNext,    15, [40, 50, 60], 2),
