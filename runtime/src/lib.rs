@@ -4,3 +4,5 @@
 //! loop for typed tasks and futures, metrics and a deterministic simulator.
 //! Not yet written: see issue 3.
 #![forbid(unsafe_code)]
+
+pub mod time;
