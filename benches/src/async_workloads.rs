@@ -416,6 +416,10 @@ pub fn chained_spawn<R: AsyncRuntime>(rt: &R) {
 
 /// One skynet node: a leaf returns its number; an inner node spawns its
 /// [`SKYNET_FANOUT`] children, awaits their handles in order and sums.
+// Not an `async fn`: the explicit `+ Send` in the signature is what lets the
+// node spawn copies of itself; with an `async fn` the compiler would have to
+// prove the future `Send` while still inferring it (E0283).
+#[allow(clippy::manual_async_fn)]
 pub fn skynet_node<R: AsyncRuntime>(num: u64, size: u64) -> impl Future<Output = u64> + Send {
     async move {
         if size == 1 {
@@ -442,6 +446,16 @@ pub fn skynet<R: AsyncRuntime>(rt: &R, leaves: u64) -> u64 {
             .await
             .expect("skynet root failed")
     })
+}
+
+/// Runs skynet with [`SKYNET_LEAVES`] leaves once on a fresh `R` with
+/// `workers` workers; returns the sum and the time `skynet` took (runtime
+/// start-up excluded).
+pub fn skynet_once<R: AsyncRuntime>(workers: usize) -> (u64, Duration) {
+    let rt = R::with_workers(workers);
+    let t0 = Instant::now();
+    let sum = skynet(&rt, SKYNET_LEAVES);
+    (sum, t0.elapsed())
 }
 
 /// Tasks skynet spawns for `leaves` leaves (every node, root included).

@@ -9,11 +9,13 @@
 //! | [`work`] | calibrated ~0.5 µs CPU work |
 //! | [`tally`] | exactly-once checksums |
 //! | [`proc_stats`] | CPU time and peak RSS from `/proc` |
+//! | [`idle`] | CPU burnt by an idle pool |
 //! | [`report`] | per-sample recorder and the ratio summary the benches print |
 #![forbid(unsafe_code)]
 
 pub mod async_workloads;
 pub mod cb_executor;
+pub mod idle;
 pub mod proc_stats;
 pub mod report;
 pub mod tally;

@@ -82,6 +82,14 @@ pub fn parse_status_kib(status: &str, key: &str) -> io::Result<u64> {
         .map_err(|_| bad("status value not a number"))
 }
 
+/// The first three fields of `/proc/loadavg` (1, 5 and 15 minute load), or
+/// `"?"` where it cannot be read.
+pub fn loadavg() -> String {
+    fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -111,7 +111,7 @@ pub fn summary(rec: &Recorder, specs: &[GroupSpec]) -> String {
         if peers.is_empty() {
             continue;
         }
-        out.push_str(&format!("{}", spec.name));
+        out.push_str(spec.name);
         if spec.tasks > 0 {
             out.push_str(&format!(" ({} tasks)", spec.tasks));
         }

@@ -139,7 +139,7 @@ pub struct Uts {
     pub work_iters: u32,
 }
 
-const UTS_ROOT_ID: u64 = 0x5eed_0f_7e_e5;
+const UTS_ROOT_ID: u64 = 0x5eed_5eed_5eed;
 const UTS_SALT: u64 = 0xa076_1d64_78bd_642f;
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
