@@ -173,6 +173,21 @@ fn main() {
     println!("{}", cal.describe());
     println!("uts_work tree: {} nodes", uts_expected.count);
     println!("load average before: {load_before}; after: {}", loadavg());
+    // The sequential loop's speed against the calibration says how much CPU
+    // this process actually got: well below 100 % means a busy machine, and
+    // then no speedup over it is meaningful.
+    for (name, tasks) in [
+        ("tree_d17_work", work.expected().count),
+        ("uts_work", uts_expected.count),
+    ] {
+        if let Some(seq) = REC.median(name, "seq", SAMPLES) {
+            let ideal = tasks as f64 * f64::from(cal.iters_per_task) * cal.ns_per_iter;
+            println!(
+                "{name}: sequential loop ran at {:.0} % of the calibrated speed",
+                100.0 * ideal / (seq.as_secs_f64() * 1e9)
+            );
+        }
+    }
     print!(
         "{}",
         summary(
