@@ -1,2 +1,23 @@
-//! Peer implementations that magpie's benchmarks compare against.
+//! Peer implementations that magpie's benchmarks compare against, and the
+//! workloads every peer runs.
+//!
+//! | module | what it holds |
+//! | --- | --- |
+//! | [`cb_executor`] | seed 000's typed executor on crossbeam-deque |
+//! | [`typed`] | typed workloads (spawn trees, UTS, external inject), written once over [`typed::SpawnCtx`], and the pools that run them |
+//! | [`async_workloads`] | tokio's `rt_multi_threaded` workloads and skynet, written once over [`async_workloads::AsyncRuntime`] |
+//! | [`work`] | calibrated ~0.5 µs CPU work |
+//! | [`tally`] | exactly-once checksums |
+//! | [`proc_stats`] | CPU time and peak RSS from `/proc` |
+//! | [`idle`] | CPU burnt by an idle pool |
+//! | [`report`] | per-sample recorder and the ratio summary the benches print |
 #![forbid(unsafe_code)]
+
+pub mod async_workloads;
+pub mod cb_executor;
+pub mod idle;
+pub mod proc_stats;
+pub mod report;
+pub mod tally;
+pub mod typed;
+pub mod work;

@@ -19,6 +19,7 @@ mod executor;
 mod metrics;
 mod sched;
 pub mod sim;
+pub mod time;
 mod worker_id;
 
 pub use config::{ExecutorConfig, DEFAULT_SEED, MAX_PARK_TIMEOUT};

@@ -1,0 +1,199 @@
+//! A recorder for criterion's custom-timed samples, and the ratio summary
+//! the benches print after criterion's own output.
+//!
+//! Every bench routine here uses `iter_custom`, so it sees each call's
+//! iteration count and measured time. Criterion calls the routine for its
+//! warm-up first and then exactly `sample_size` times for the measurement, so
+//! the last `sample_size` records of a benchmark are its measured samples.
+//! (Criterion's `--quick` mode samples differently; the summary then uses
+//! whatever the last calls were.)
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+#[derive(Debug)]
+struct Entry {
+    group: String,
+    peer: String,
+    iters: u64,
+    total: Duration,
+}
+
+/// Collected samples, in the order they were taken.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    entries: Mutex<Vec<Entry>>,
+}
+
+impl Recorder {
+    /// An empty recorder.
+    pub const fn new() -> Self {
+        Self {
+            entries: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Records one `iter_custom` call.
+    pub fn record(&self, group: &str, peer: &str, iters: u64, total: Duration) {
+        self.entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Entry {
+                group: group.to_string(),
+                peer: peer.to_string(),
+                iters,
+                total,
+            });
+    }
+
+    /// Median time per iteration over the last `last_n` samples of
+    /// `group/peer`, or `None` if it never ran.
+    pub fn median(&self, group: &str, peer: &str, last_n: usize) -> Option<Duration> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut per_iter: Vec<f64> = entries
+            .iter()
+            .filter(|e| e.group == group && e.peer == peer && e.iters > 0)
+            .map(|e| e.total.as_secs_f64() / e.iters as f64)
+            .collect();
+        let skip = per_iter.len().saturating_sub(last_n);
+        per_iter.drain(..skip);
+        median_of(&mut per_iter).map(Duration::from_secs_f64)
+    }
+
+    /// Peers recorded for `group`, in first-seen order.
+    pub fn peers(&self, group: &str) -> Vec<String> {
+        let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let mut peers: Vec<String> = Vec::new();
+        for e in entries.iter().filter(|e| e.group == group) {
+            if !peers.contains(&e.peer) {
+                peers.push(e.peer.clone());
+            }
+        }
+        peers
+    }
+}
+
+/// The median of `xs` (mean of the middle two for an even count).
+pub fn median_of(xs: &mut [f64]) -> Option<f64> {
+    if xs.is_empty() {
+        return None;
+    }
+    xs.sort_by(f64::total_cmp);
+    let n = xs.len();
+    Some(if n % 2 == 1 {
+        xs[n / 2]
+    } else {
+        (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    })
+}
+
+/// How to summarise one benchmark group.
+#[derive(Clone, Copy, Debug)]
+pub struct GroupSpec {
+    /// Criterion group name.
+    pub name: &'static str,
+    /// Tasks per iteration (for ns/task); 0 to omit.
+    pub tasks: u64,
+    /// Samples per benchmark in this group (criterion's `sample_size`).
+    pub samples: usize,
+    /// Peer every other peer's time is divided by (`0.42x cb`).
+    pub ratio_to: Option<&'static str>,
+    /// Peer whose time is divided by every other peer's (`speedup 1.93`).
+    pub speedup_over: Option<&'static str>,
+}
+
+/// Formats the summary of `specs`: per peer, the median time per iteration,
+/// ns/task, and the requested ratios.
+pub fn summary(rec: &Recorder, specs: &[GroupSpec]) -> String {
+    let mut out = String::new();
+    for spec in specs {
+        let peers = rec.peers(spec.name);
+        if peers.is_empty() {
+            continue;
+        }
+        out.push_str(spec.name);
+        if spec.tasks > 0 {
+            out.push_str(&format!(" ({} tasks)", spec.tasks));
+        }
+        out.push('\n');
+        let base = |p: Option<&str>| p.and_then(|p| rec.median(spec.name, p, spec.samples));
+        let ratio_base = base(spec.ratio_to);
+        let speedup_base = base(spec.speedup_over);
+        for peer in &peers {
+            let Some(m) = rec.median(spec.name, peer, spec.samples) else {
+                continue;
+            };
+            out.push_str(&format!(
+                "  {peer:<14} median {:>10.3} ms",
+                m.as_secs_f64() * 1e3
+            ));
+            if spec.tasks > 0 {
+                let ns = m.as_secs_f64() * 1e9 / spec.tasks as f64;
+                out.push_str(&format!("  {ns:>9.2} ns/task"));
+            }
+            if let (Some(b), Some(name)) = (ratio_base, spec.ratio_to) {
+                if name != peer {
+                    out.push_str(&format!(
+                        "  {:.3}x {name}",
+                        m.as_secs_f64() / b.as_secs_f64()
+                    ));
+                }
+            }
+            if let (Some(b), Some(name)) = (speedup_base, spec.speedup_over) {
+                if name != peer {
+                    out.push_str(&format!(
+                        "  speedup {:.3} over {name}",
+                        b.as_secs_f64() / m.as_secs_f64()
+                    ));
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_uses_only_the_last_samples() {
+        let rec = Recorder::new();
+        // Warm-up calls: slow.
+        rec.record("g", "p", 1, Duration::from_millis(100));
+        rec.record("g", "p", 2, Duration::from_millis(200));
+        // Measured samples: 10, 20, 30 ms per iteration.
+        for ms in [10u64, 30, 20] {
+            rec.record("g", "p", 2, Duration::from_millis(2 * ms));
+        }
+        assert_eq!(rec.median("g", "p", 3), Some(Duration::from_millis(20)));
+        assert_eq!(rec.median("g", "q", 3), None);
+    }
+
+    #[test]
+    fn median_of_even_count_averages_the_middle_pair() {
+        assert_eq!(median_of(&mut [4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median_of(&mut []), None);
+    }
+
+    #[test]
+    fn summary_reports_ratios_and_speedups() {
+        let rec = Recorder::new();
+        rec.record("work", "seq", 1, Duration::from_millis(100));
+        rec.record("work", "cb", 1, Duration::from_millis(50));
+        let s = summary(
+            &rec,
+            &[GroupSpec {
+                name: "work",
+                tasks: 1000,
+                samples: 1,
+                ratio_to: Some("cb"),
+                speedup_over: Some("seq"),
+            }],
+        );
+        assert!(s.contains("speedup 2.000 over seq"), "{s}");
+        assert!(s.contains("2.000x cb"), "{s}");
+        assert!(s.contains("50000.00 ns/task"), "{s}");
+    }
+}

@@ -1,0 +1,114 @@
+//! Calibrated CPU work: a dependent xorshift chain the optimiser cannot fold.
+//!
+//! The work-bearing workloads give every task about [`TARGET_WORK_NS`] of CPU
+//! time. [`calibration`] measures, once per process, how many iterations of
+//! [`spin_work`] take that long on this machine, and every peer (and the
+//! sequential baseline) then runs the same iteration count, so the work per
+//! task is identical across peers even if the machine is slower or faster than
+//! the calibration moment suggested.
+
+use std::hint::black_box;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The CPU time each work-bearing task should take.
+pub const TARGET_WORK_NS: f64 = 500.0;
+
+/// Iterations timed per calibration run.
+const CALIBRATION_ITERS: u32 = 2_000_000;
+
+/// Calibration runs; the fastest one counts (the others lost the CPU to a
+/// neighbour or a frequency change).
+const CALIBRATION_RUNS: usize = 7;
+
+/// Runs `iters` steps of a xorshift64 chain seeded with `seed` and returns the
+/// final state. Each step depends on the previous one, so the loop cannot be
+/// vectorised or shortened; `black_box` on the count keeps the compiler from
+/// specialising for a known count, and callers `black_box` the result.
+#[inline(never)]
+pub fn spin_work(iters: u32, seed: u64) -> u64 {
+    let mut x = seed | 1;
+    for _ in 0..black_box(iters) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+    }
+    x
+}
+
+/// What the calibration measured.
+#[derive(Clone, Copy, Debug)]
+pub struct Calibration {
+    /// Nanoseconds per iteration of [`spin_work`] (fastest run).
+    pub ns_per_iter: f64,
+    /// Iterations that take [`TARGET_WORK_NS`].
+    pub iters_per_task: u32,
+    /// The fastest run's duration for [`CALIBRATION_ITERS`] iterations.
+    pub best_run: Duration,
+}
+
+impl Calibration {
+    /// One line for logs and reports.
+    pub fn describe(&self) -> String {
+        format!(
+            "work calibration: {:.3} ns/iter (best of {} runs of {} iters, {:.2} ms), \
+             {} iters per task = {:.0} ns target",
+            self.ns_per_iter,
+            CALIBRATION_RUNS,
+            CALIBRATION_ITERS,
+            self.best_run.as_secs_f64() * 1e3,
+            self.iters_per_task,
+            TARGET_WORK_NS
+        )
+    }
+}
+
+fn measure() -> Calibration {
+    // One untimed run to fault in the code and settle the frequency governor.
+    black_box(spin_work(CALIBRATION_ITERS, 0x1234));
+    let best_run = (0..CALIBRATION_RUNS)
+        .map(|i| {
+            let t0 = Instant::now();
+            black_box(spin_work(CALIBRATION_ITERS, i as u64 + 7));
+            t0.elapsed()
+        })
+        .min()
+        .expect("CALIBRATION_RUNS > 0");
+    let ns_per_iter = best_run.as_nanos() as f64 / f64::from(CALIBRATION_ITERS);
+    let iters_per_task = (TARGET_WORK_NS / ns_per_iter).round().max(1.0) as u32;
+    Calibration {
+        ns_per_iter,
+        iters_per_task,
+        best_run,
+    }
+}
+
+/// The process-wide calibration, measured on first use and printed to stderr
+/// once.
+pub fn calibration() -> Calibration {
+    static CAL: OnceLock<Calibration> = OnceLock::new();
+    *CAL.get_or_init(|| {
+        let cal = measure();
+        eprintln!("{}", cal.describe());
+        cal
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spin_work_depends_on_seed_and_count() {
+        assert_ne!(spin_work(100, 1), spin_work(100, 2));
+        assert_ne!(spin_work(100, 1), spin_work(101, 1));
+        assert_eq!(spin_work(100, 1), spin_work(100, 1));
+    }
+
+    #[test]
+    fn calibration_yields_a_positive_iteration_count() {
+        let cal = calibration();
+        assert!(cal.iters_per_task >= 1);
+        assert!(cal.ns_per_iter > 0.0);
+    }
+}

@@ -1,0 +1,188 @@
+//! `interval`: ticks on a fixed grid, with seed 004's overrun policies.
+
+use std::fmt;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use super::{Instant, Sleep};
+
+/// What an [`Interval`] does after an **overrun**: a tick delivered at least
+/// one full period after it was scheduled, so that one or more later grid
+/// ticks are already in the past.
+///
+/// Notation: period `P`, the late tick was scheduled at `T` and delivered at
+/// `now`, lateness `L = now - T >= P`, and `m = floor(L / P) >= 1` is the
+/// number of later grid instants `T + P, ..., T + mP` that are already `<=
+/// now` (the *missed* ticks). The late tick itself is always delivered
+/// (`tick()` returns `T`). The policies differ only in the next scheduled
+/// tick; every scheduled tick stays on the grid `T + kP`:
+///
+/// | policy | next tick | skipped ticks |
+/// | --- | --- | --- |
+/// | `DropTick` | `T + (m+1)P`, the first grid instant after `now` | `m` |
+/// | `SkipNext` | `T + (m+2)P`, one grid instant later still | `m + 1` |
+/// | `CatchUpOnce` | `T + mP`, due at once, then `T + (m+1)P` | `m - 1` |
+///
+/// A tick delivered less than one period late (`0 < L < P`) is not an
+/// overrun under any policy: the next tick is `T + P`, which is still in the
+/// future, and nothing is skipped. `time/README.md` draws each policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum OverrunPolicy {
+    /// Drop every missed tick and continue on the grid: never a burst, never
+    /// a phase shift. The default: a fixed-rate loop gains nothing from
+    /// ticks that are already stale, keeping the phase keeps its rate
+    /// exact, and ticking at once after a late tick (a burst) would only
+    /// deepen the overload that made it late.
+    #[default]
+    DropTick,
+    /// Drop every missed tick *and* the next grid tick, so that after an
+    /// overrun the consumer gets more than a full period before the next
+    /// tick (the next tick is more than `P` after `now`). For work that
+    /// overran because it is too slow for the period: it sheds load instead
+    /// of running back to back.
+    SkipNext,
+    /// Deliver one catch-up tick at once (the latest missed grid instant,
+    /// `T + mP`), then continue on the grid. For consumers that must observe
+    /// that a period passed (e.g. to flush or account for it) but need not
+    /// see every missed period.
+    CatchUpOnce,
+}
+
+/// Counters of an [`Interval`] (seed 004's `tick_count`,
+/// `tick_overrun_count`, `skipped_tick_count`, `max_lateness_ms`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IntervalStats {
+    /// Ticks delivered by `tick` / `poll_tick`.
+    pub ticks: u64,
+    /// Delivered ticks that were at least one period late.
+    pub overruns: u64,
+    /// Grid instants that were never delivered because of the overrun policy.
+    pub skipped_ticks: u64,
+    /// The largest `now - scheduled` over delivered ticks.
+    pub max_lateness: Duration,
+}
+
+/// Ticks at `start`, `start + period`, `start + 2 * period`, ... on the
+/// current runtime's clock. The first tick completes immediately.
+///
+/// # Panics
+/// If `period` is zero, or outside a magpie runtime.
+pub fn interval(period: Duration) -> Interval {
+    let driver = super::current("interval");
+    let start = driver.clock().now();
+    interval_at(start, period)
+}
+
+/// Like [`interval`], with the first tick at `start`.
+///
+/// # Panics
+/// If `period` is zero, or outside a magpie runtime.
+pub fn interval_at(start: Instant, period: Duration) -> Interval {
+    assert!(period > Duration::ZERO, "interval period must be non-zero");
+    Interval {
+        sleep: super::sleep_until(start),
+        period,
+        policy: OverrunPolicy::default(),
+        stats: IntervalStats::default(),
+    }
+}
+
+/// A stream of ticks on a fixed grid. See [`interval`] and [`OverrunPolicy`].
+pub struct Interval {
+    /// Sleeps until the next scheduled tick; its deadline *is* that tick.
+    sleep: Sleep,
+    period: Duration,
+    policy: OverrunPolicy,
+    stats: IntervalStats,
+}
+
+impl fmt::Debug for Interval {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Interval")
+            .field("next", &self.sleep.deadline())
+            .field("period", &self.period)
+            .field("policy", &self.policy)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl Interval {
+    /// Waits for the next tick and returns the instant it was **scheduled**
+    /// for (not the instant it was delivered). Cancel safe: dropping the
+    /// future before it completes loses no tick.
+    pub async fn tick(&mut self) -> Instant {
+        poll_fn(|cx| self.poll_tick(cx)).await
+    }
+
+    /// Polls for the next tick; see [`tick`](Self::tick).
+    pub fn poll_tick(&mut self, cx: &mut Context<'_>) -> Poll<Instant> {
+        ready!(Pin::new(&mut self.sleep).poll(cx));
+        let scheduled = self.sleep.deadline();
+        let now = self.sleep.driver().clock().now();
+        let lateness = now.saturating_duration_since(scheduled);
+        let period = self.period;
+
+        self.stats.ticks += 1;
+        self.stats.max_lateness = self.stats.max_lateness.max(lateness);
+        let next = if lateness < period {
+            scheduled.saturating_add(period)
+        } else {
+            self.stats.overruns += 1;
+            let missed = (lateness.as_nanos() / period.as_nanos()) as u64; // m >= 1
+            let (steps, skipped) = match self.policy {
+                OverrunPolicy::DropTick => (missed + 1, missed),
+                OverrunPolicy::SkipNext => (missed + 2, missed + 1),
+                OverrunPolicy::CatchUpOnce => (missed, missed - 1),
+            };
+            self.stats.skipped_ticks += skipped;
+            grid_point(scheduled, period, steps)
+        };
+        self.sleep.reset(next);
+        Poll::Ready(scheduled)
+    }
+
+    /// Restarts the grid one period from now: the next tick is at
+    /// `now + period`. The counters are kept.
+    pub fn reset(&mut self) {
+        let now = self.sleep.driver().clock().now();
+        self.sleep.reset(now.saturating_add(self.period));
+    }
+
+    /// When the next tick is scheduled.
+    pub fn next_tick(&self) -> Instant {
+        self.sleep.deadline()
+    }
+
+    /// Sets what happens after an overrun; applies from the next overrun on.
+    pub fn set_overrun_policy(&mut self, policy: OverrunPolicy) {
+        self.policy = policy;
+    }
+
+    /// The current overrun policy ([`OverrunPolicy::DropTick`] by default).
+    pub fn overrun_policy(&self) -> OverrunPolicy {
+        self.policy
+    }
+
+    /// The period.
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> IntervalStats {
+        self.stats
+    }
+}
+
+/// `start + steps * period`, saturating to the far future.
+fn grid_point(start: Instant, period: Duration, steps: u64) -> Instant {
+    const NANOS_PER_SEC: u128 = 1_000_000_000;
+    let nanos = period.as_nanos().saturating_mul(u128::from(steps));
+    let offset = u64::try_from(nanos / NANOS_PER_SEC)
+        .map(|secs| Duration::new(secs, (nanos % NANOS_PER_SEC) as u32))
+        .unwrap_or(Duration::MAX);
+    start.saturating_add(offset)
+}
