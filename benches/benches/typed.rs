@@ -16,8 +16,8 @@ use magpie_benches::report::{summary, GroupSpec, Recorder};
 use magpie_benches::tally::Tally;
 use magpie_benches::typed::{
     run_sequential, time_inject_batched, time_inject_single, time_sequential, time_tree,
-    BinaryTree, CbPool, RayonPeer, Sink, TokioTreePeer, Uts, INJECT_BATCH, INJECT_TASKS,
-    TREE_EMPTY_DEPTH, TREE_WORK_DEPTH, WORKERS,
+    BinaryTree, CbPool, MagpiePool, MagpieStealableLifoPool, RayonPeer, Sink, TokioTreePeer, Uts,
+    INJECT_BATCH, INJECT_TASKS, TREE_EMPTY_DEPTH, TREE_WORK_DEPTH, WORKERS,
 };
 use magpie_benches::work::calibration;
 
@@ -78,10 +78,12 @@ fn tree_peers<W: magpie_benches::typed::Workload>(
     peer(&mut g, name, "cb", expected, || {
         time_tree::<CbPool<W>, W>(WORKERS, &w, &roots)
     });
-    // ==== magpie adapter goes here (issue 3) ====
-    // peer(&mut g, name, "magpie", expected, || {
-    //     time_tree::<MagpiePool<W>, W>(WORKERS, &w, &roots)
-    // });
+    peer(&mut g, name, "magpie", expected, || {
+        time_tree::<MagpiePool<W>, W>(WORKERS, &w, &roots)
+    });
+    peer(&mut g, name, "magpie_stealable_lifo", expected, || {
+        time_tree::<MagpieStealableLifoPool<W>, W>(WORKERS, &w, &roots)
+    });
     {
         let rayon = RayonPeer::new(WORKERS);
         peer(&mut g, name, "rayon_scope", expected, || {
@@ -142,10 +144,9 @@ fn main() {
         peer(&mut g, name, "cb", inject_expected, || {
             time_inject_single::<CbPool<Sink>>(WORKERS, INJECT_TASKS)
         });
-        // ==== magpie adapter goes here (issue 3) ====
-        // peer(&mut g, name, "magpie", inject_expected, || {
-        //     time_inject_single::<MagpiePool<Sink>>(WORKERS, INJECT_TASKS)
-        // });
+        peer(&mut g, name, "magpie", inject_expected, || {
+            time_inject_single::<MagpiePool<Sink>>(WORKERS, INJECT_TASKS)
+        });
         g.finish();
     }
     {
@@ -154,10 +155,9 @@ fn main() {
         peer(&mut g, name, "cb", inject_expected, || {
             time_inject_batched::<CbPool<Sink>>(WORKERS, INJECT_TASKS, INJECT_BATCH)
         });
-        // ==== magpie adapter goes here (issue 3) ====
-        // peer(&mut g, name, "magpie", inject_expected, || {
-        //     time_inject_batched::<MagpiePool<Sink>>(WORKERS, INJECT_TASKS, INJECT_BATCH)
-        // });
+        peer(&mut g, name, "magpie", inject_expected, || {
+            time_inject_batched::<MagpiePool<Sink>>(WORKERS, INJECT_TASKS, INJECT_BATCH)
+        });
         g.finish();
     }
 
