@@ -408,6 +408,17 @@ impl RuleSet {
         RuleSet::build(self.specs, Some(kind)).expect("rules compiled before")
     }
 
+    /// Number of distinct (lowercased) keywords the prefilter searches for.
+    pub fn keyword_count(&self) -> usize {
+        self.pf.patterns.len()
+    }
+
+    /// The distinct lowercased keywords (diagnostics).
+    #[doc(hidden)]
+    pub fn keyword_list(&self) -> Vec<String> {
+        self.pf.patterns.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect()
+    }
+
     /// The keyword engine in use.
     pub fn prefilter_kind(&self) -> PrefilterKind {
         self.pf.kind()
@@ -469,9 +480,13 @@ impl RuleSet {
         let reach = DEDUP_RADIUS + self.max_span;
         let rs = owned.start.saturating_sub(reach);
         let re = (owned.end + reach).min(buf.len());
-        prefilter::fold_into(&buf[rs..re], &mut scratch.folded);
         scratch.hits.clear();
-        self.pf.find_all(&scratch.folded, &mut scratch.hits);
+        if self.pf.needs_folding() {
+            prefilter::fold_into(&buf[rs..re], &mut scratch.folded);
+            self.pf.find_all(&scratch.folded, &mut scratch.hits);
+        } else {
+            self.pf.find_all(&buf[rs..re], &mut scratch.hits);
+        }
         scratch.cands.clear();
         if scratch.locs.len() != self.rules.len() {
             scratch.locs = (0..self.rules.len()).map(|_| None).collect();

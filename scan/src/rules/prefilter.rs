@@ -15,13 +15,17 @@ use aho_corasick::{packed, AhoCorasick, AhoCorasickKind, Input, MatchKind};
 /// Most patterns one Teddy searcher takes (aho-corasick's packed limit).
 const TEDDY_GROUP: usize = 64;
 /// Above this many Teddy passes, one DFA pass is cheaper.
-const TEDDY_MAX_GROUPS: usize = 3;
+const TEDDY_MAX_GROUPS: usize = 4;
 /// Teddy fingerprints the first three bytes; shorter patterns flood it.
 const TEDDY_MIN_LEN: usize = 3;
 
 /// Which engine finds keyword occurrences.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PrefilterKind {
+    /// A scalar bucketed shift-or filter over the first eight bytes of every
+    /// keyword (one pass, any number of keywords, case folded by its table),
+    /// then exact verification of each candidate.
+    ShiftOr,
     /// SIMD Teddy searchers, one per group of at most 64 keywords.
     Teddy,
     /// One Aho-Corasick DFA.
@@ -30,6 +34,7 @@ pub enum PrefilterKind {
 
 #[derive(Debug)]
 enum Engine {
+    ShiftOr(ShiftOr),
     Teddy(Vec<(packed::Searcher, Vec<u32>)>),
     Dfa(AhoCorasick),
     Empty,
@@ -57,6 +62,10 @@ impl Prefilter {
             ids.sort_by(|&a, &b| patterns[a as usize].cmp(&patterns[b as usize]));
             ids.chunks(TEDDY_GROUP).map(<[u32]>::to_vec).collect()
         };
+        if force.is_none() || force == Some(PrefilterKind::ShiftOr) {
+            let engine = Engine::ShiftOr(ShiftOr::new(&patterns));
+            return Prefilter { patterns, prefixes: Vec::new(), engine };
+        }
         let teddy_ok = patterns.iter().all(|p| p.len() >= TEDDY_MIN_LEN)
             && groups.len() <= TEDDY_MAX_GROUPS
             && force != Some(PrefilterKind::Dfa);
@@ -90,16 +99,24 @@ impl Prefilter {
 
     pub fn kind(&self) -> PrefilterKind {
         match self.engine {
+            Engine::ShiftOr(_) => PrefilterKind::ShiftOr,
             Engine::Teddy(_) => PrefilterKind::Teddy,
             _ => PrefilterKind::Dfa,
         }
     }
 
+    /// True when [`find_all`](Self::find_all) wants the haystack
+    /// ASCII-lowercased first.
+    pub fn needs_folding(&self) -> bool {
+        !matches!(self.engine, Engine::ShiftOr(_))
+    }
+
     /// Appends `(pattern, position)` for every keyword occurrence in `hay`
-    /// (already lowercased).
+    /// (lowercased first when [`needs_folding`](Self::needs_folding)).
     pub fn find_all(&self, hay: &[u8], hits: &mut Vec<(u32, usize)>) {
         match &self.engine {
             Engine::Empty => {}
+            Engine::ShiftOr(so) => so.find_all(&self.patterns, hay, hits),
             Engine::Teddy(searchers) => {
                 for (s, ids) in searchers {
                     let mut at = 0;
@@ -124,6 +141,168 @@ impl Prefilter {
         hits.push((id, pos));
         for &p in &self.prefixes[id as usize] {
             hits.push((p, pos));
+        }
+    }
+}
+
+/// Lanes of the shift-or state: the first `LANES` bytes of each keyword are
+/// filtered, longer keywords are checked in full on verification.
+const LANES: usize = 8;
+/// Buckets: bit `b` of every lane belongs to bucket `b`.
+const BUCKETS: usize = 8;
+/// Bits of a byte class; the filter's domain is a pair of classes.
+const CLASS_BITS: usize = 5;
+const DOMAIN: usize = 1 << (2 * CLASS_BITS);
+
+/// Maps a byte to one of 32 classes: each letter (either case) has its own
+/// class, then digits, `_`, `-`, `.`, `:` with `/`, and everything else.
+/// (32 classes keep the pair table at 8 KiB, inside L1.)
+const fn byte_class(c: u8) -> u8 {
+    let c = c.to_ascii_lowercase();
+    match c {
+        b'a'..=b'z' => c - b'a',
+        b'0'..=b'9' => 26,
+        b'_' => 27,
+        b'-' => 28,
+        b'.' => 29,
+        b':' | b'/' => 30,
+        _ => 31,
+    }
+}
+
+const CLASSES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        t[c] = byte_class(c as u8);
+        c += 1;
+    }
+    t
+};
+
+/// Bucketed shift-or over pairs of byte classes, in the manner of
+/// Hyperscan's FDR but scalar (this crate forbids `unsafe`, so no SIMD).
+///
+/// The state `d` has one byte (lane) per keyword position `j < LANES`; bit
+/// `b` of lane `j` is clear after reading byte `t` iff some keyword of bucket
+/// `b` may match `hay[t-j..=t]` in its first `j+1` bytes (positions past a
+/// keyword's end match anything). Lane `j > 0` is indexed by the classes of
+/// the pair `hay[t-1], hay[t]` against the keyword's pair `p[j-1], p[j]`,
+/// which is far more selective than single bytes. Each step is
+/// `d = (d << 8) | table[pair]`; a clear bit in the top lane marks a
+/// candidate start `t - 7`, verified against the bucket's keywords with that
+/// first byte. Classes fold ASCII case, so no lowercased copy is needed.
+#[derive(Debug)]
+struct ShiftOr {
+    table: Vec<u64>,
+    /// `index[b * 256 + c]`: keywords of bucket `b` whose first byte
+    /// (lowercase) is `c`.
+    index: Vec<Vec<u32>>,
+    /// OR of every table entry: clear exactly in the lanes that match
+    /// anything (past the end of a bucket's shortest keyword).
+    flush: u64,
+}
+
+impl ShiftOr {
+    fn new(patterns: &[Vec<u8>]) -> ShiftOr {
+        // Similar keywords share a bucket (sorted by length, then bytes), so
+        // each lane of a bucket accepts few distinct pairs.
+        let mut ids: Vec<u32> = (0..patterns.len() as u32).collect();
+        ids.sort_by(|&a, &b| {
+            let (pa, pb) = (&patterns[a as usize], &patterns[b as usize]);
+            (pa.len().min(LANES), pa).cmp(&(pb.len().min(LANES), pb))
+        });
+        let per = ids.len().div_ceil(BUCKETS).max(1);
+        let mut table = vec![!0u64; DOMAIN];
+        let mut index = vec![Vec::new(); BUCKETS * 256];
+        for (i, &id) in ids.iter().enumerate() {
+            let b = i / per;
+            let p = &patterns[id as usize];
+            index[b * 256 + p[0] as usize].push(id);
+            for j in 0..LANES {
+                let bit = !(1u64 << (8 * j + b));
+                match (j, p.get(j)) {
+                    (_, None) => table.iter_mut().for_each(|t| *t &= bit),
+                    (0, Some(&c)) => {
+                        let cur = CLASSES[c as usize] as usize;
+                        for prev in 0..1 << CLASS_BITS {
+                            table[(prev << CLASS_BITS) | cur] &= bit;
+                        }
+                    }
+                    (_, Some(&c)) => {
+                        let prev = CLASSES[p[j - 1] as usize] as usize;
+                        table[(prev << CLASS_BITS) | CLASSES[c as usize] as usize] &= bit;
+                    }
+                }
+            }
+        }
+        let flush = table.iter().fold(0u64, |acc, &t| acc | t);
+        ShiftOr { table, index, flush }
+    }
+
+    fn find_all(&self, patterns: &[Vec<u8>], hay: &[u8], hits: &mut Vec<(u32, usize)>) {
+        const TOP: u64 = 0xff << (8 * (LANES - 1));
+        const BLOCK: usize = 8;
+        let table = &self.table[..DOMAIN];
+        let step = |d: u64, prev: usize, c: u8| {
+            let cur = CLASSES[c as usize] as usize;
+            ((d << 8) | table[((prev << CLASS_BITS) | cur) & (DOMAIN - 1)], cur)
+        };
+        let mut d = !0u64;
+        let mut prev = 0usize;
+        let mut blocks = hay.chunks_exact(BLOCK);
+        let mut base = 0;
+        // Fast path: eight steps, one branch. A candidate at any of the
+        // eight positions leaves a clear bit in the AND of the states.
+        for block in &mut blocks {
+            let (d0, p0) = (d, prev);
+            let mut all = !0u64;
+            for &c in block {
+                (d, prev) = step(d, prev, c);
+                all &= d;
+            }
+            if all & TOP != TOP {
+                // Slow path: replay the block, checking every step.
+                let (mut d1, mut p1) = (d0, p0);
+                for (k, &c) in block.iter().enumerate() {
+                    (d1, p1) = step(d1, p1, c);
+                    let t = base + k;
+                    if d1 & TOP != TOP {
+                        self.verify(patterns, hay, t + 1 - LANES, d1, hits);
+                    }
+                }
+            }
+            base += BLOCK;
+        }
+        for (k, &c) in blocks.remainder().iter().enumerate() {
+            (d, prev) = step(d, prev, c);
+            if d & TOP != TOP {
+                self.verify(patterns, hay, base + k + 1 - LANES, d, hits);
+            }
+        }
+        // Flush: shift in "anything" so keywords shorter than LANES that end
+        // near the end of `hay` reach the top lane.
+        for t in hay.len()..hay.len() + LANES - 1 {
+            d = (d << 8) | self.flush;
+            if d & TOP != TOP && t + 1 >= LANES {
+                self.verify(patterns, hay, t + 1 - LANES, d, hits);
+            }
+        }
+    }
+
+    #[cold]
+    fn verify(&self, patterns: &[Vec<u8>], hay: &[u8], start: usize, d: u64, hits: &mut Vec<(u32, usize)>) {
+        let mut buckets = !(d >> (8 * (LANES - 1))) & 0xff;
+        let first = hay[start].to_ascii_lowercase() as usize;
+        while buckets != 0 {
+            let b = buckets.trailing_zeros() as usize;
+            buckets &= buckets - 1;
+            for &id in &self.index[b * 256 + first] {
+                let p = &patterns[id as usize];
+                if hay.len() - start >= p.len() && hay[start..start + p.len()].eq_ignore_ascii_case(p) {
+                    hits.push((id, start));
+                }
+            }
         }
     }
 }
@@ -178,13 +357,18 @@ mod tests {
             ("aaa".to_string(), 0),
             ("aaa".to_string(), 1),
             ("aaab".to_string(), 1),
-            ("sk_".to_string(), 5),
-            ("sk_live_".to_string(), 5),
-            ("token".to_string(), 13),
+            ("sk_".to_string(), 6),
+            ("sk_live_".to_string(), 6),
+            ("token".to_string(), 15),
         ];
-        for kind in [PrefilterKind::Teddy, PrefilterKind::Dfa] {
+        for kind in [PrefilterKind::ShiftOr, PrefilterKind::Teddy, PrefilterKind::Dfa] {
             let pf = Prefilter::new(pats.clone(), Some(kind));
             assert_eq!(hits(&pf, "aaaab sk_live_ token"), want, "{kind:?}");
+            if kind == PrefilterKind::ShiftOr {
+                // Case is folded by the table; short haystacks are flushed.
+                assert_eq!(hits(&pf, "TOKEN"), vec![("token".to_string(), 0)]);
+                assert_eq!(hits(&pf, "aaa"), vec![("aaa".to_string(), 0)]);
+            }
         }
     }
 }
