@@ -95,5 +95,40 @@ fn main() -> ExitCode {
         };
         return throughput(Path::new(dir), kind);
     }
-    usage()
+    let mut out = None;
+    let mut seed = None;
+    let mut files = scan::corpus::DEFAULT_FILES;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--seed" => match it.next().and_then(|v| v.parse().ok()) {
+                Some(v) => seed = Some(v),
+                None => return usage(),
+            },
+            "--files" => match it.next().and_then(|v| v.parse().ok()) {
+                Some(v) => files = v,
+                None => return usage(),
+            },
+            _ if out.is_none() && !a.starts_with("--") => out = Some(PathBuf::from(a)),
+            _ => return usage(),
+        }
+    }
+    let (Some(out), Some(seed)) = (out, seed) else { return usage() };
+    match scan::corpus::generate(&out, seed, files) {
+        Ok(t) => {
+            println!(
+                "{}: {} files, {} planted secrets ({} rules), {} decoys",
+                out.display(),
+                t.files,
+                t.secrets.len(),
+                t.secrets.iter().map(|s| &s.rule).collect::<std::collections::BTreeSet<_>>().len(),
+                t.decoys.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("scan-plant: {}: {e}", out.display());
+            ExitCode::from(2)
+        }
+    }
 }
