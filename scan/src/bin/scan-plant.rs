@@ -57,6 +57,7 @@ fn throughput(dir: &Path, kind: Option<PrefilterKind>) -> ExitCode {
             println!("kw {k}");
         }
     }
+    let show: usize = std::env::var("SCAN_PLANT_SHOW").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     let mut scratch = Scratch::new();
     let mut out = Vec::new();
     let mut per_rule = std::collections::BTreeMap::<String, usize>::new();
@@ -69,7 +70,14 @@ fn throughput(dir: &Path, kind: Option<PrefilterKind>) -> ExitCode {
             n += out.len();
             if round == 0 {
                 for m in &out {
-                    *per_rule.entry(rules.rule(m.rule).id.clone()).or_default() += 1;
+                    let id = rules.rule(m.rule).id.clone();
+                    let seen = per_rule.entry(id.clone()).or_default();
+                    *seen += 1;
+                    if *seen <= show {
+                        let lo = m.start.saturating_sub(20);
+                        let hi = (m.end + 10).min(data.len());
+                        println!("  [{id}] {:?}", String::from_utf8_lossy(&data[lo..hi]));
+                    }
                 }
             }
         }

@@ -61,6 +61,7 @@ pub const PLACEHOLDER_WORDS: &[&str] = &[
     "not_real",
     "not-real",
     "****",
+    "...",
 ];
 
 /// Length of the longest run of identical bytes, and of the longest run of

@@ -153,6 +153,18 @@ const BUCKETS: usize = 8;
 /// Bits of a byte class; the filter's domain is a pair of classes.
 const CLASS_BITS: usize = 5;
 const DOMAIN: usize = 1 << (2 * CLASS_BITS);
+/// Bytes stepped between two checks for candidates.
+const BLOCK: usize = 8;
+/// A candidate shows as a clear bit in the top lane.
+const TOP: u64 = 0xff << (8 * (LANES - 1));
+
+/// One shift-or stream: the state and the class pair ending at the last
+/// byte read.
+#[derive(Debug, Clone, Copy)]
+struct Stream {
+    d: u64,
+    pair: u32,
+}
 
 /// Maps a byte to one of 32 classes: each letter (either case) has its own
 /// class, then digits, `_`, `-`, `.`, `:` with `/`, and everything else.
@@ -240,52 +252,77 @@ impl ShiftOr {
         ShiftOr { table, index, flush }
     }
 
-    fn find_all(&self, patterns: &[Vec<u8>], hay: &[u8], hits: &mut Vec<(u32, usize)>) {
-        const TOP: u64 = 0xff << (8 * (LANES - 1));
-        const BLOCK: usize = 8;
+    /// One step: shift in byte `c` (class pair with the previous byte).
+    #[inline(always)]
+    fn step(table: &[u64], st: &mut Stream, c: u8) {
+        let cur = u32::from(CLASSES[c as usize]);
+        st.pair = ((st.pair << CLASS_BITS) | cur) & (DOMAIN as u32 - 1);
+        st.d = (st.d << 8) | table[st.pair as usize];
+    }
+
+    /// Eight steps over `block` (at `base` in `hay`) with one branch; on a
+    /// possible candidate, replays the block checking each step.
+    #[inline(always)]
+    fn block(&self, patterns: &[Vec<u8>], hay: &[u8], base: usize, st: &mut Stream, hits: &mut Vec<(u32, usize)>) {
         let table = &self.table[..DOMAIN];
-        let step = |d: u64, prev: usize, c: u8| {
-            let cur = CLASSES[c as usize] as usize;
-            ((d << 8) | table[((prev << CLASS_BITS) | cur) & (DOMAIN - 1)], cur)
-        };
-        let mut d = !0u64;
-        let mut prev = 0usize;
-        let mut blocks = hay.chunks_exact(BLOCK);
-        let mut base = 0;
-        // Fast path: eight steps, one branch. A candidate at any of the
-        // eight positions leaves a clear bit in the AND of the states.
-        for block in &mut blocks {
-            let (d0, p0) = (d, prev);
-            let mut all = !0u64;
-            for &c in block {
-                (d, prev) = step(d, prev, c);
-                all &= d;
-            }
-            if all & TOP != TOP {
-                // Slow path: replay the block, checking every step.
-                let (mut d1, mut p1) = (d0, p0);
-                for (k, &c) in block.iter().enumerate() {
-                    (d1, p1) = step(d1, p1, c);
-                    let t = base + k;
-                    if d1 & TOP != TOP {
-                        self.verify(patterns, hay, t + 1 - LANES, d1, hits);
-                    }
-                }
-            }
-            base += BLOCK;
+        let start = *st;
+        let mut all = !0u64;
+        for &c in &hay[base..base + BLOCK] {
+            Self::step(table, st, c);
+            all &= st.d;
         }
-        for (k, &c) in blocks.remainder().iter().enumerate() {
-            (d, prev) = step(d, prev, c);
-            if d & TOP != TOP {
-                self.verify(patterns, hay, base + k + 1 - LANES, d, hits);
+        if all & TOP != TOP {
+            self.replay(patterns, hay, base, base + BLOCK, start, hits);
+        }
+    }
+
+    /// Steps over `hay[from..to]` from state `st`, verifying every candidate.
+    #[cold]
+    fn replay(&self, patterns: &[Vec<u8>], hay: &[u8], from: usize, to: usize, mut st: Stream, hits: &mut Vec<(u32, usize)>) -> Stream {
+        let table = &self.table[..DOMAIN];
+        for (t, &c) in hay.iter().enumerate().take(to).skip(from) {
+            Self::step(table, &mut st, c);
+            if st.d & TOP != TOP && t + 1 >= LANES {
+                self.verify(patterns, hay, t + 1 - LANES, st.d, hits);
             }
         }
+        st
+    }
+
+    fn find_all(&self, patterns: &[Vec<u8>], hay: &[u8], hits: &mut Vec<(u32, usize)>) {
+        let n = hay.len();
+        let fresh = Stream { d: !0, pair: 0 };
+        // Two independent streams, A over the first half and B over the
+        // second, stepped in the same loop so their dependency chains
+        // overlap. A then finishes the keywords that start in its half but
+        // end in B's (LANES - 1 more bytes); B flushes the end.
+        let half = (n / 2) / BLOCK * BLOCK;
+        let mut a = fresh;
+        let mut b = Stream { d: !0, pair: hay.get(half.wrapping_sub(1)).map_or(0, |&c| u32::from(CLASSES[c as usize])) };
+        let (mut pa, mut pb) = (0, half);
+        if half >= BLOCK {
+            while pa < half {
+                self.block(patterns, hay, pa, &mut a, hits);
+                self.block(patterns, hay, pb, &mut b, hits);
+                pa += BLOCK;
+                pb += BLOCK;
+            }
+            self.replay(patterns, hay, half, (half + LANES - 1).min(n), a, hits);
+        } else {
+            b = fresh;
+            pb = 0;
+        }
+        while pb + BLOCK <= n {
+            self.block(patterns, hay, pb, &mut b, hits);
+            pb += BLOCK;
+        }
+        b = self.replay(patterns, hay, pb, n, b, hits);
         // Flush: shift in "anything" so keywords shorter than LANES that end
         // near the end of `hay` reach the top lane.
-        for t in hay.len()..hay.len() + LANES - 1 {
-            d = (d << 8) | self.flush;
-            if d & TOP != TOP && t + 1 >= LANES {
-                self.verify(patterns, hay, t + 1 - LANES, d, hits);
+        for t in n..n + LANES - 1 {
+            b.d = (b.d << 8) | self.flush;
+            if b.d & TOP != TOP && t + 1 >= LANES {
+                self.verify(patterns, hay, t + 1 - LANES, b.d, hits);
             }
         }
     }
@@ -369,6 +406,33 @@ mod tests {
                 assert_eq!(hits(&pf, "TOKEN"), vec![("token".to_string(), 0)]);
                 assert_eq!(hits(&pf, "aaa"), vec![("aaa".to_string(), 0)]);
             }
+        }
+    }
+
+    #[test]
+    fn shift_or_agrees_with_the_dfa_on_random_haystacks() {
+        use crate::rules::template::Rng;
+        let kws = ["ghp_", "token", "sk_live_", "sk_", "-----begin rsa", "://", "hf_", "a3-", "xoxb-", "passw", "eyj"];
+        let pats: Vec<Vec<u8>> = kws.iter().map(|s| s.as_bytes().to_vec()).collect();
+        let so = Prefilter::new(pats.clone(), Some(PrefilterKind::ShiftOr));
+        let dfa = Prefilter::new(pats, Some(PrefilterKind::Dfa));
+        let mut rng = Rng::new(9);
+        for len in (0..400).chain([1000, 4099, 65_536]) {
+            let mut hay: Vec<u8> = (0..len).map(|_| *rng.pick(b"abcdefghijklmnopqrstuvwxyz _-:/.\n0123TOKENGHP")).collect();
+            for _ in 0..len / 20 {
+                let k = rng.pick(&kws).as_bytes();
+                if len >= k.len() {
+                    let at = rng.range(0, len - k.len());
+                    hay[at..at + k.len()].copy_from_slice(k);
+                }
+            }
+            let folded = hay.to_ascii_lowercase();
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            so.find_all(&hay, &mut a);
+            dfa.find_all(&folded, &mut b);
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b, "haystack of {len} bytes");
         }
     }
 }
