@@ -167,3 +167,15 @@ fn context_len_covers_the_longest_rule() {
     // The PGP rule is the longest: a block of 12 KiB must be findable.
     assert_eq!(longest, 12 * 1024);
 }
+
+#[test]
+fn rules_md_lists_every_builtin_rule() {
+    let md = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/RULES.md")).unwrap();
+    let rs = RuleSet::builtin();
+    for id in rs.ids() {
+        let info = rs.rule(id);
+        let row = format!("| `{}` | {} |", info.id, info.family);
+        assert!(md.contains(&row), "RULES.md has no row for {} (regenerate with scan-plant --list-rules)", info.id);
+    }
+    assert!(md.contains(&format!("{} rules are built in", rs.len())));
+}

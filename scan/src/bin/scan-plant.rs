@@ -2,7 +2,9 @@
 //! of realistic files with planted synthetic secrets and decoys, and
 //! `OUT_DIR/ground-truth.json` (see `scan::corpus`).
 //!
-//! `scan-plant --engine-throughput DIR [--prefilter teddy|dfa]` instead
+//! `scan-plant --list-rules` prints the built-in rule table (RULES.md).
+//!
+//! `scan-plant --engine-throughput DIR [--prefilter shiftor|teddy|dfa]` instead
 //! measures the rule engine alone: it reads every regular file under DIR
 //! into memory, then scans each one on this thread and prints MB/s.
 #![forbid(unsafe_code)]
@@ -14,7 +16,7 @@ use std::time::Instant;
 use scan::rules::{PrefilterKind, RuleSet, Scratch};
 
 fn usage() -> ExitCode {
-    eprintln!("usage: scan-plant OUT_DIR --seed N [--files K]\n       scan-plant --engine-throughput DIR [--prefilter teddy|dfa]");
+    eprintln!("usage: scan-plant OUT_DIR --seed N [--files K]\n       scan-plant --engine-throughput DIR [--prefilter shiftor|teddy|dfa]\n       scan-plant --list-rules");
     ExitCode::from(2)
 }
 
@@ -30,6 +32,13 @@ fn walk(dir: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Nanoseconds this thread has run on a CPU (Linux `schedstat`), so that
+/// throughput can be quoted per CPU-second on a shared machine.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
 }
 
 fn throughput(dir: &Path, kind: Option<PrefilterKind>) -> ExitCode {
@@ -63,6 +72,7 @@ fn throughput(dir: &Path, kind: Option<PrefilterKind>) -> ExitCode {
     let mut per_rule = std::collections::BTreeMap::<String, usize>::new();
     for round in 0..3 {
         let t = Instant::now();
+        let cpu0 = thread_cpu_ns();
         let mut n = 0;
         for (_, data) in &files {
             out.clear();
@@ -82,7 +92,11 @@ fn throughput(dir: &Path, kind: Option<PrefilterKind>) -> ExitCode {
             }
         }
         let dt = t.elapsed().as_secs_f64();
-        println!("round {round}: {n} findings in {dt:.3} s = {:.0} MB/s", total as f64 / 1e6 / dt);
+        let cpu = match (cpu0, thread_cpu_ns()) {
+            (Some(a), Some(b)) => format!(", {:.0} MB per CPU-second", total as f64 / 1e6 / ((b - a) as f64 / 1e9)),
+            _ => String::new(),
+        };
+        println!("round {round}: {n} findings in {dt:.3} s = {:.0} MB/s wall{cpu}", total as f64 / 1e6 / dt);
     }
     for (id, n) in per_rule {
         println!("  {id}: {n}");
@@ -92,6 +106,17 @@ fn throughput(dir: &Path, kind: Option<PrefilterKind>) -> ExitCode {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--list-rules") {
+        // The rule table of RULES.md.
+        let rules = RuleSet::builtin();
+        println!("| id | family | description | keywords |\n| --- | --- | --- | --- |");
+        for id in rules.ids() {
+            let r = rules.rule(id);
+            let kws: Vec<String> = r.keywords.iter().map(|k| format!("`{}`", k.replace('|', "\\|"))).collect();
+            println!("| `{}` | {} | {} | {} |", r.id, r.family, r.description, kws.join(" "));
+        }
+        return ExitCode::SUCCESS;
+    }
     if args.first().map(String::as_str) == Some("--engine-throughput") {
         let Some(dir) = args.get(1) else { return usage() };
         let kind = match args.get(2..4) {
