@@ -123,7 +123,11 @@ impl Locator {
     /// Offset, line and column of `buf[pos]`; cheapest when called with
     /// non-decreasing positions.
     pub fn locate(&mut self, buf: &[u8], pos: usize) -> Location {
-        assert!(pos <= buf.len(), "position {pos} outside a buffer of {} bytes", buf.len());
+        assert!(
+            pos <= buf.len(),
+            "position {pos} outside a buffer of {} bytes",
+            buf.len()
+        );
         if pos < self.pos {
             self.pos = 0;
             self.newlines = self.start.newlines;
@@ -142,7 +146,11 @@ impl Locator {
             Some(nl) => offset - nl,
             None => offset + 1,
         };
-        Location { offset, line: self.newlines + 1, column }
+        Location {
+            offset,
+            line: self.newlines + 1,
+            column,
+        }
     }
 }
 
@@ -165,7 +173,14 @@ impl ChunkCursor {
     /// [`RuleSet::context_len`](crate::rules::RuleSet::context_len).
     pub fn new(chunk_size: usize, context_len: usize) -> ChunkCursor {
         assert!(chunk_size > 0, "chunk size must be positive");
-        ChunkCursor { chunk_size, context_len, index: 0, next_start: 0, next_lines: LineBase::default(), done: false }
+        ChunkCursor {
+            chunk_size,
+            context_len,
+            index: 0,
+            next_start: 0,
+            next_lines: LineBase::default(),
+            done: false,
+        }
     }
 
     pub fn chunk_size(&self) -> usize {
@@ -202,16 +217,30 @@ impl ChunkCursor {
     pub fn advance(&mut self, buf: &[u8], eof: bool) -> ChunkMeta {
         assert!(!self.done, "advance after the last chunk");
         let prefix_len = self.next_prefix_len();
-        assert!(buf.len() >= prefix_len, "buffer shorter than its carried prefix");
+        assert!(
+            buf.len() >= prefix_len,
+            "buffer shorter than its carried prefix"
+        );
         let new = buf.len() - prefix_len;
-        assert!(new <= self.chunk_size, "read {new} bytes into a chunk of {}", self.chunk_size);
-        assert!(eof || new == self.chunk_size, "a short read must end the file");
+        assert!(
+            new <= self.chunk_size,
+            "read {new} bytes into a chunk of {}",
+            self.chunk_size
+        );
+        assert!(
+            eof || new == self.chunk_size,
+            "a short read must end the file"
+        );
         let start = self.next_start;
         let end = start + new as u64;
         let base_offset = start - prefix_len as u64;
         let ctx = self.context_len as u64;
         let owned_start = start.saturating_sub(ctx);
-        let owned_end = if eof { end } else { end.saturating_sub(ctx).max(owned_start) };
+        let owned_end = if eof {
+            end
+        } else {
+            end.saturating_sub(ctx).max(owned_start)
+        };
         let meta = ChunkMeta {
             index: self.index,
             base_offset,
@@ -240,7 +269,11 @@ impl ChunkCursor {
 
 /// Splits an in-memory file into chunk buffers and their plans, exactly as
 /// a reader following [`ChunkCursor`] would (tests, archives read whole).
-pub fn plan_in_memory(data: &[u8], chunk_size: usize, context_len: usize) -> Vec<(Vec<u8>, ChunkMeta)> {
+pub fn plan_in_memory(
+    data: &[u8],
+    chunk_size: usize,
+    context_len: usize,
+) -> Vec<(Vec<u8>, ChunkMeta)> {
     let mut cur = ChunkCursor::new(chunk_size, context_len);
     let mut out: Vec<(Vec<u8>, ChunkMeta)> = Vec::new();
     let mut prev: Vec<u8> = Vec::new();
@@ -267,14 +300,29 @@ mod tests {
 
     #[test]
     fn owned_ranges_partition_the_file_and_new_bytes_add_up() {
-        for (len, c, ctx) in [(0, 4, 3), (1, 4, 3), (10, 4, 3), (100, 7, 20), (64, 16, 4), (48, 16, 0)] {
+        for (len, c, ctx) in [
+            (0, 4, 3),
+            (1, 4, 3),
+            (10, 4, 3),
+            (100, 7, 20),
+            (64, 16, 4),
+            (48, 16, 0),
+        ] {
             let data: Vec<u8> = (0..len).map(|i| b"ab\ncd"[i % 5]).collect();
             let chunks = plan_in_memory(&data, c, ctx);
             let mut next = 0u64;
             let mut total = 0;
             for (buf, m) in &chunks {
-                assert_eq!(&data[m.base_offset as usize..m.base_offset as usize + m.len], &buf[..]);
-                assert_eq!(m.base_offset + m.owned.start as u64, next, "gap or overlap at chunk {}", m.index);
+                assert_eq!(
+                    &data[m.base_offset as usize..m.base_offset as usize + m.len],
+                    &buf[..]
+                );
+                assert_eq!(
+                    m.base_offset + m.owned.start as u64,
+                    next,
+                    "gap or overlap at chunk {}",
+                    m.index
+                );
                 next = m.base_offset + m.owned.end as u64;
                 // Context before and after the owned range (clamped to the file).
                 assert!(m.owned.is_empty() || m.owned.start >= ctx || m.base_offset == 0);
@@ -289,14 +337,31 @@ mod tests {
 
     #[test]
     fn locate_matches_a_direct_count_in_every_chunk() {
-        let data: Vec<u8> = (0..500u32).map(|i| if i % 37 == 5 || i % 11 == 0 { b'\n' } else { b'x' }).collect();
+        let data: Vec<u8> = (0..500u32)
+            .map(|i| {
+                if i % 37 == 5 || i % 11 == 0 {
+                    b'\n'
+                } else {
+                    b'x'
+                }
+            })
+            .collect();
         for (buf, m) in plan_in_memory(&data, 23, 9) {
             let mut loc = Locator::new(&m);
             for pos in 0..buf.len() {
                 let off = m.base_offset as usize + pos;
                 let line = data[..off].iter().filter(|&&b| b == b'\n').count() as u64 + 1;
-                let col = off - data[..off].iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1) + 1;
-                let want = Location { offset: off as u64, line, column: col as u64 };
+                let col = off
+                    - data[..off]
+                        .iter()
+                        .rposition(|&b| b == b'\n')
+                        .map_or(0, |p| p + 1)
+                    + 1;
+                let want = Location {
+                    offset: off as u64,
+                    line,
+                    column: col as u64,
+                };
                 assert_eq!(loc.locate(&buf, pos), want);
                 assert_eq!(m.locate(&buf, pos), want);
             }
@@ -305,7 +370,7 @@ mod tests {
 
     #[test]
     fn a_read_of_zero_bytes_ends_the_file_with_a_prefix_only_chunk() {
-        let data = vec![b'z'; 32];
+        let data = [b'z'; 32];
         let mut cur = ChunkCursor::new(16, 2);
         let a = cur.advance(&data[..16], false);
         let mut b_buf = data[16 - cur.next_prefix_len()..16].to_vec();

@@ -159,11 +159,24 @@ enum Kind {
     Bin,
 }
 
-const KINDS: &[Kind] =
-    &[Kind::Py, Kind::Js, Kind::Go, Kind::Yaml, Kind::Json, Kind::Env, Kind::Ini, Kind::Dockerfile, Kind::Md, Kind::Bin];
+const KINDS: &[Kind] = &[
+    Kind::Py,
+    Kind::Js,
+    Kind::Go,
+    Kind::Yaml,
+    Kind::Json,
+    Kind::Env,
+    Kind::Ini,
+    Kind::Dockerfile,
+    Kind::Md,
+    Kind::Bin,
+];
 
 fn file_name(kind: Kind, rng: &mut Rng, n: usize) -> String {
-    let stem = *rng.pick(&["settings", "config", "app", "deploy", "main", "client", "notes", "values", "local", "service"]);
+    let stem = *rng.pick(&[
+        "settings", "config", "app", "deploy", "main", "client", "notes", "values", "local",
+        "service",
+    ]);
     match kind {
         Kind::Py => format!("{stem}_{n}.py"),
         Kind::Js => format!("{stem}_{n}.js"),
@@ -179,9 +192,23 @@ fn file_name(kind: Kind, rng: &mut Rng, n: usize) -> String {
 }
 
 fn directory(rng: &mut Rng) -> String {
-    const PARTS: &[&str] = &["src", "lib", "config", "deploy", "docs", "internal", "pkg", "scripts", "services/api", "vendor/acme"];
+    const PARTS: &[&str] = &[
+        "src",
+        "lib",
+        "config",
+        "deploy",
+        "docs",
+        "internal",
+        "pkg",
+        "scripts",
+        "services/api",
+        "vendor/acme",
+    ];
     let depth = rng.range(0, 3);
-    (0..depth).map(|_| *rng.pick(PARTS)).collect::<Vec<_>>().join("/")
+    (0..depth)
+        .map(|_| *rng.pick(PARTS))
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// A file being assembled, with what was planted in it (offsets only; lines
@@ -195,7 +222,12 @@ struct Draft {
 
 impl Draft {
     fn new(path: String) -> Draft {
-        Draft { path, data: Vec::new(), planted: Vec::new(), decoys: Vec::new() }
+        Draft {
+            path,
+            data: Vec::new(),
+            planted: Vec::new(),
+            decoys: Vec::new(),
+        }
     }
     fn line(&mut self, s: &str) {
         self.data.extend_from_slice(s.as_bytes());
@@ -255,7 +287,9 @@ struct Gen<'a> {
 
 impl Gen<'_> {
     fn secret(&mut self, r: RuleId) -> String {
-        self.rules.generate_secret(r, &mut self.rng).expect("every built-in rule has a template")
+        self.rules
+            .generate_secret(r, &mut self.rng)
+            .expect("every built-in rule has a template")
     }
 
     fn example(&mut self, r: RuleId, secret: &str) -> String {
@@ -274,7 +308,9 @@ impl Gen<'_> {
         let mut d = Draft::new(path);
         let lines = boilerplate(kind);
         let total = self.rng.range(8, 60);
-        let mut events: Vec<u8> = std::iter::repeat_n(1u8, secrets).chain(std::iter::repeat_n(2u8, decoys)).collect();
+        let mut events: Vec<u8> = std::iter::repeat_n(1u8, secrets)
+            .chain(std::iter::repeat_n(2u8, decoys))
+            .collect();
         for i in (1..events.len()).rev() {
             events.swap(i, self.rng.below(i as u64 + 1) as usize);
         }
@@ -282,7 +318,7 @@ impl Gen<'_> {
             d.line("{");
         }
         for i in 0..total {
-            let l: &str = *self.rng.pick::<&str>(lines);
+            let l: &str = self.rng.pick::<&str>(lines);
             d.line(l);
             if !events.is_empty() && self.rng.below((total - i) as u64) < events.len() as u64 {
                 match events.pop() {
@@ -332,7 +368,9 @@ impl Gen<'_> {
     /// of them in the middle of a very long line.
     fn large_file(&mut self, path: String, chunks: usize, long_line: bool) -> Draft {
         let mut d = Draft::new(path);
-        let words = ["alpha", "beta", "gamma", "return", "value", "index", "count", "apply", "render", "map"];
+        let words = [
+            "alpha", "beta", "gamma", "return", "value", "index", "count", "apply", "render", "map",
+        ];
         for k in 1..=chunks {
             let r = self.cycle.take_bare(self.rules);
             let s = self.secret(r);
@@ -342,12 +380,22 @@ impl Gen<'_> {
             let target = (k * CHUNK_SIZE).saturating_sub(back).max(d.data.len() + 2);
             while d.data.len() + 1 < target {
                 d.data.extend_from_slice(self.rng.pick(&words).as_bytes());
-                let sep = if long_line { b';' } else if self.rng.chance(1, 10) { b'\n' } else { b' ' };
+                let sep = if long_line {
+                    b';'
+                } else if self.rng.chance(1, 10) {
+                    b'\n'
+                } else {
+                    b' '
+                };
                 d.data.push(sep);
             }
             d.data.truncate(target - 1);
             d.data.push(b' ');
-            let placement = if long_line { "long-line" } else { "chunk-boundary" };
+            let placement = if long_line {
+                "long-line"
+            } else {
+                "chunk-boundary"
+            };
             d.planted.push((d.data.len(), r, s.clone(), placement));
             d.data.extend_from_slice(s.as_bytes());
             d.data.push(b' ');
@@ -378,11 +426,20 @@ fn finish(d: &Draft, prefix: &str, rules: &RuleSet, in_archive: bool, truth: &mu
             rule: info.id.clone(),
             secret: secret.clone(),
             in_binary: *placement == "binary",
-            placement: if in_archive { "archive".into() } else { (*placement).into() },
+            placement: if in_archive {
+                "archive".into()
+            } else {
+                (*placement).into()
+            },
         });
     }
     for (off, kind, text) in &d.decoys {
-        truth.decoys.push(Decoy { path: path.clone(), line: line_col(&d.data, *off).0, kind: kind.clone(), text: text.clone() });
+        truth.decoys.push(Decoy {
+            path: path.clone(),
+            line: line_col(&d.data, *off).0,
+            kind: kind.clone(),
+            text: text.clone(),
+        });
     }
 }
 
@@ -393,7 +450,8 @@ fn zip_bytes(members: &[(String, Vec<u8>)]) -> std::io::Result<Vec<u8>> {
         .last_modified_time(zip::DateTime::default())
         .unix_permissions(0o644);
     for (name, data) in members {
-        w.start_file(name.as_str(), opts).map_err(std::io::Error::other)?;
+        w.start_file(name.as_str(), opts)
+            .map_err(std::io::Error::other)?;
         w.write_all(data)?;
     }
     Ok(w.finish().map_err(std::io::Error::other)?.into_inner())
@@ -416,28 +474,49 @@ fn tar_gz_bytes(members: &[(String, Vec<u8>)]) -> std::io::Result<Vec<u8>> {
     b.into_inner()?.finish()
 }
 
+/// Relative paths and contents of a corpus's files.
+pub type Tree = Vec<(String, Vec<u8>)>;
+
 /// Generates the corpus in memory: every file's relative path and bytes,
 /// and the ground truth.
-pub fn build(seed: u64, files: usize) -> std::io::Result<(Vec<(String, Vec<u8>)>, GroundTruth)> {
+pub fn build(seed: u64, files: usize) -> std::io::Result<(Tree, GroundTruth)> {
     let rules = RuleSet::builtin();
     let mut rng = Rng::new(seed);
     let cycle = RuleCycle::new(&rules, &mut rng);
-    let mut decoy_pool: Vec<(String, String)> = DECOYS.iter().map(|d| (d.to_string(), "placeholder".to_string())).collect();
+    let mut decoy_pool: Vec<(String, String)> = DECOYS
+        .iter()
+        .map(|d| (d.to_string(), "placeholder".to_string()))
+        .collect();
     for id in rules.ids() {
         let info = rules.rule(id);
         for c in &info.counter_examples {
             decoy_pool.push((c.clone(), format!("counter-example:{}", info.id)));
         }
     }
-    let mut g = Gen { rules: &rules, rng, cycle, decoy_pool };
-    let mut truth = GroundTruth { seed, files: 0, rules: rules.len(), secrets: Vec::new(), decoys: Vec::new() };
+    let mut g = Gen {
+        rules: &rules,
+        rng,
+        cycle,
+        decoy_pool,
+    };
+    let mut truth = GroundTruth {
+        seed,
+        files: 0,
+        rules: rules.len(),
+        secrets: Vec::new(),
+        decoys: Vec::new(),
+    };
     let mut out: Vec<(String, Vec<u8>)> = Vec::new();
     let mut used = std::collections::BTreeSet::new();
     let draft = |g: &mut Gen<'_>, n: usize| {
         let kind = *g.rng.pick(KINDS);
         let dir = directory(&mut g.rng);
         let name = file_name(kind, &mut g.rng, n);
-        let path = if dir.is_empty() { name } else { format!("{dir}/{name}") };
+        let path = if dir.is_empty() {
+            name
+        } else {
+            format!("{dir}/{name}")
+        };
         let secrets = g.rng.range(0, 3);
         if kind == Kind::Bin {
             g.binary_file(path, secrets.min(1))
@@ -455,14 +534,22 @@ pub fn build(seed: u64, files: usize) -> std::io::Result<(Vec<(String, Vec<u8>)>
     }
     // Large files: secrets across 256 KiB boundaries, one with a long line.
     for (i, long) in [(0, false), (1, true), (2, false)] {
-        let d = g.large_file(format!("data/large_{i}.{}", if long { "min.js" } else { "log" }), 3, long);
+        let d = g.large_file(
+            format!("data/large_{i}.{}", if long { "min.js" } else { "log" }),
+            3,
+            long,
+        );
         finish(&d, "", &rules, false, &mut truth);
         out.push((d.path, d.data));
     }
     // Rules the cycle skipped (bare-secret placements pass over multi-line
     // and context rules) are planted here, so every rule appears.
-    let planted: std::collections::BTreeSet<&str> = truth.secrets.iter().map(|s| s.rule.as_str()).collect();
-    let missing: Vec<RuleId> = rules.ids().filter(|&r| !planted.contains(rules.rule(r).id.as_str())).collect();
+    let planted: std::collections::BTreeSet<&str> =
+        truth.secrets.iter().map(|s| s.rule.as_str()).collect();
+    let missing: Vec<RuleId> = rules
+        .ids()
+        .filter(|&r| !planted.contains(rules.rule(r).id.as_str()))
+        .collect();
     if !missing.is_empty() {
         let mut d = Draft::new("misc/remaining.txt".into());
         for r in missing {
@@ -488,17 +575,42 @@ pub fn build(seed: u64, files: usize) -> std::io::Result<(Vec<(String, Vec<u8>)>
     for d in &zip_members {
         finish(d, "archives/bundle.zip!", &rules, true, &mut truth);
     }
-    out.push(("archives/bundle.zip".into(), zip_bytes(&zip_members.iter().map(|d| (d.path.clone(), d.data.clone())).collect::<Vec<_>>())?));
+    out.push((
+        "archives/bundle.zip".into(),
+        zip_bytes(
+            &zip_members
+                .iter()
+                .map(|d| (d.path.clone(), d.data.clone()))
+                .collect::<Vec<_>>(),
+        )?,
+    ));
     let tar_members = members(&mut g, 20_000, 4);
     let nested = members(&mut g, 30_000, 3);
     for d in &tar_members {
         finish(d, "archives/release.tar.gz!", &rules, true, &mut truth);
     }
     for d in &nested {
-        finish(d, "archives/release.tar.gz!pkg/nested.zip!", &rules, true, &mut truth);
+        finish(
+            d,
+            "archives/release.tar.gz!pkg/nested.zip!",
+            &rules,
+            true,
+            &mut truth,
+        );
     }
-    let mut tar_list: Vec<(String, Vec<u8>)> = tar_members.iter().map(|d| (d.path.clone(), d.data.clone())).collect();
-    tar_list.push(("pkg/nested.zip".into(), zip_bytes(&nested.iter().map(|d| (d.path.clone(), d.data.clone())).collect::<Vec<_>>())?));
+    let mut tar_list: Vec<(String, Vec<u8>)> = tar_members
+        .iter()
+        .map(|d| (d.path.clone(), d.data.clone()))
+        .collect();
+    tar_list.push((
+        "pkg/nested.zip".into(),
+        zip_bytes(
+            &nested
+                .iter()
+                .map(|d| (d.path.clone(), d.data.clone()))
+                .collect::<Vec<_>>(),
+        )?,
+    ));
     out.push(("archives/release.tar.gz".into(), tar_gz_bytes(&tar_list)?));
     truth.files = out.len();
     Ok((out, truth))

@@ -29,7 +29,13 @@ fn scan_chunked(data: &[u8], chunk: usize) -> Vec<Finding> {
         for m in &out {
             let l = loc.locate(&buf, m.secret_start);
             let base = meta.base_offset as usize;
-            found.push((rs.rule(m.rule).id.clone(), base + m.secret_start, base + m.secret_end, l.line, l.column));
+            found.push((
+                rs.rule(m.rule).id.clone(),
+                base + m.secret_start,
+                base + m.secret_end,
+                l.line,
+                l.column,
+            ));
         }
     }
     found
@@ -39,17 +45,26 @@ fn scan_whole(data: &[u8]) -> Vec<(String, usize, usize)> {
     let rs = rules();
     let mut out = Vec::new();
     rs.scan(data, 0..data.len(), &mut Scratch::new(), &mut out);
-    out.iter().map(|m| (rs.rule(m.rule).id.clone(), m.secret_start, m.secret_end)).collect()
+    out.iter()
+        .map(|m| (rs.rule(m.rule).id.clone(), m.secret_start, m.secret_end))
+        .collect()
 }
 
 /// Neutral text: words and numbers that no rule reports.
 fn filler(len: usize, seed: u64, long_lines: bool) -> Vec<u8> {
-    let words = ["alpha", "beta", "gamma", "delta", "value", "count", "the", "of", "import", "def", "return", "x = 42"];
+    let words = [
+        "alpha", "beta", "gamma", "delta", "value", "count", "the", "of", "import", "def",
+        "return", "x = 42",
+    ];
     let mut rng = Rng::new(seed);
     let mut v = Vec::with_capacity(len + 16);
     while v.len() < len {
         v.extend_from_slice(rng.pick(&words).as_bytes());
-        v.push(if !long_lines && rng.chance(1, 8) { b'\n' } else { b' ' });
+        v.push(if !long_lines && rng.chance(1, 8) {
+            b'\n'
+        } else {
+            b' '
+        });
     }
     v.truncate(len);
     v
@@ -78,7 +93,12 @@ fn planted(rule: &str, seed: u64) -> (String, String) {
 
 fn line_col(data: &[u8], off: usize) -> (u64, u64) {
     let line = data[..off].iter().filter(|&&b| b == b'\n').count() as u64 + 1;
-    let col = off - data[..off].iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1) + 1;
+    let col = off
+        - data[..off]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |p| p + 1)
+        + 1;
     (line, col as u64)
 }
 
@@ -128,7 +148,11 @@ fn chunked_scanning_equals_whole_file_scanning() {
         for id in rs.ids() {
             let secret = rs.generate_secret(id, &mut rng).unwrap();
             let ex = rng.pick(&rs.rule(id).examples).clone();
-            data.extend(filler(rng.range(0, 3000), round * 1000 + u64::from(id.0), rng.chance(1, 3)));
+            data.extend(filler(
+                rng.range(0, 3000),
+                round * 1000 + u64::from(id.0),
+                rng.chance(1, 3),
+            ));
             data.push(b'\n');
             data.extend_from_slice(render(&ex, &mut rng, Some(&secret)).as_bytes());
             data.push(b'\n');
@@ -136,11 +160,17 @@ fn chunked_scanning_equals_whole_file_scanning() {
         }
     }
     let whole = scan_whole(&data);
-    assert_eq!(whole.len(), planted_count, "every planted secret found once when scanned whole");
+    assert_eq!(
+        whole.len(),
+        planted_count,
+        "every planted secret found once when scanned whole"
+    );
     let ctx = rs.context_len();
     for chunk in [2 * ctx + 1, 3 * ctx + 4099, 256 * 1024, ctx / 2 + 7] {
-        let chunked: Vec<(String, usize, usize)> =
-            scan_chunked(&data, chunk).into_iter().map(|(r, s, e, _, _)| (r, s, e)).collect();
+        let chunked: Vec<(String, usize, usize)> = scan_chunked(&data, chunk)
+            .into_iter()
+            .map(|(r, s, e, _, _)| (r, s, e))
+            .collect();
         assert_eq!(chunked, whole, "chunk size {chunk}");
     }
 }

@@ -7,12 +7,24 @@ use scan::rules::{Match, RuleId, RuleSet, Scratch};
 
 fn scan_all(rs: &RuleSet, text: &str) -> Vec<Match> {
     let mut out = Vec::new();
-    rs.scan(text.as_bytes(), 0..text.len(), &mut Scratch::new(), &mut out);
+    rs.scan(
+        text.as_bytes(),
+        0..text.len(),
+        &mut Scratch::new(),
+        &mut out,
+    );
     out
 }
 
 fn describe(rs: &RuleSet, text: &str, ms: &[Match]) -> Vec<(String, String)> {
-    ms.iter().map(|m| (rs.rule(m.rule).id.clone(), text[m.secret_start..m.secret_end].to_string())).collect()
+    ms.iter()
+        .map(|m| {
+            (
+                rs.rule(m.rule).id.clone(),
+                text[m.secret_start..m.secret_end].to_string(),
+            )
+        })
+        .collect()
 }
 
 const SEEDS: u64 = 8;
@@ -24,10 +36,22 @@ fn builtin_set_has_over_100_rules_each_with_examples_and_a_template() {
     for id in rs.ids() {
         let info = rs.rule(id);
         assert!(!info.description.is_empty(), "{}", info.id);
-        assert!(!info.family.is_empty() && info.family != "custom", "{}", info.id);
+        assert!(
+            !info.family.is_empty() && info.family != "custom",
+            "{}",
+            info.id
+        );
         assert!(info.template.is_some(), "{} has no template", info.id);
-        assert!(!info.examples.is_empty(), "{} has no positive example", info.id);
-        assert!(!info.counter_examples.is_empty(), "{} has no negative example", info.id);
+        assert!(
+            !info.examples.is_empty(),
+            "{} has no positive example",
+            info.id
+        );
+        assert!(
+            !info.counter_examples.is_empty(),
+            "{} has no negative example",
+            info.id
+        );
         assert!(!info.keywords.is_empty(), "{} has no keyword", info.id);
     }
 }
@@ -40,7 +64,9 @@ fn every_positive_example_reports_its_rule_and_exact_secret() {
         let info = rs.rule(id).clone();
         for seed in 0..SEEDS {
             let mut rng = Rng::new(seed * 7919 + u64::from(id.0));
-            let secret = rs.generate_secret(id, &mut rng).unwrap_or_else(|| panic!("{}: no secret", info.id));
+            let secret = rs
+                .generate_secret(id, &mut rng)
+                .unwrap_or_else(|| panic!("{}: no secret", info.id));
             for ex in &info.examples {
                 let text = render(ex, &mut rng, Some(&secret));
                 let found = describe(&rs, &text, &scan_all(&rs, &text));
@@ -50,7 +76,12 @@ fn every_positive_example_reports_its_rule_and_exact_secret() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -70,7 +101,12 @@ fn every_negative_example_reports_nothing() {
             }
         }
     }
-    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -110,7 +146,10 @@ fn a_specific_rule_wins_over_the_generic_rule_for_the_same_secret() {
     let gh = rs.find("github-pat").unwrap();
     let secret = rs.generate_secret(gh, &mut rng).unwrap();
     let text = format!("GITHUB_TOKEN = \"{secret}\"\n");
-    assert_eq!(describe(&rs, &text, &scan_all(&rs, &text)), vec![("github-pat".to_string(), secret.clone())]);
+    assert_eq!(
+        describe(&rs, &text, &scan_all(&rs, &text)),
+        vec![("github-pat".to_string(), secret.clone())]
+    );
     // Without the specific rule the generic one reports the same secret:
     // the dedup above really removed a candidate.
     let mut no_gh = RuleSet::builtin();
@@ -127,18 +166,30 @@ fn explicit_priority_decides_between_two_specific_rules() {
     let id = rs.find("azure-storage-connection-string").unwrap();
     let key = rs.generate_secret(id, &mut Rng::new(3)).unwrap();
     let text = format!("DefaultEndpointsProtocol=https;AccountName=acct01;AccountKey={key};EndpointSuffix=core.windows.net");
-    assert_eq!(describe(&rs, &text, &scan_all(&rs, &text)), vec![("azure-storage-connection-string".into(), key.clone())]);
+    assert_eq!(
+        describe(&rs, &text, &scan_all(&rs, &text)),
+        vec![("azure-storage-connection-string".into(), key.clone())]
+    );
     let mut without = RuleSet::builtin();
-    without.exclude(&["azure-storage-connection-string".into()]).unwrap();
-    assert_eq!(describe(&without, &text, &scan_all(&without, &text)), vec![("azure-storage-account-key".into(), key)]);
+    without
+        .exclude(&["azure-storage-connection-string".into()])
+        .unwrap();
+    assert_eq!(
+        describe(&without, &text, &scan_all(&without, &text)),
+        vec![("azure-storage-account-key".into(), key)]
+    );
 }
 
 #[test]
 fn two_secrets_on_one_line_are_both_reported_in_order() {
     let rs = RuleSet::builtin();
     let mut rng = Rng::new(5);
-    let a = rs.generate_secret(rs.find("npm-token").unwrap(), &mut rng).unwrap();
-    let b = rs.generate_secret(rs.find("slack-bot-token").unwrap(), &mut rng).unwrap();
+    let a = rs
+        .generate_secret(rs.find("npm-token").unwrap(), &mut rng)
+        .unwrap();
+    let b = rs
+        .generate_secret(rs.find("slack-bot-token").unwrap(), &mut rng)
+        .unwrap();
     let text = format!("tokens: {a},{b}");
     assert_eq!(
         describe(&rs, &text, &scan_all(&rs, &text)),
@@ -163,7 +214,11 @@ fn exclude_rejects_unknown_ids_and_removes_known_ones() {
 fn context_len_covers_the_longest_rule() {
     let rs = RuleSet::builtin();
     let longest = rs.ids().map(|i| rs.rule(i).max_len).max().unwrap();
-    assert!(rs.context_len() >= longest, "{} < {longest}", rs.context_len());
+    assert!(
+        rs.context_len() >= longest,
+        "{} < {longest}",
+        rs.context_len()
+    );
     // The PGP rule is the longest: a block of 12 KiB must be findable.
     assert_eq!(longest, 12 * 1024);
 }
@@ -175,7 +230,11 @@ fn rules_md_lists_every_builtin_rule() {
     for id in rs.ids() {
         let info = rs.rule(id);
         let row = format!("| `{}` | {} |", info.id, info.family);
-        assert!(md.contains(&row), "RULES.md has no row for {} (regenerate with scan-plant --list-rules)", info.id);
+        assert!(
+            md.contains(&row),
+            "RULES.md has no row for {} (regenerate with scan-plant --list-rules)",
+            info.id
+        );
     }
     assert!(md.contains(&format!("{} rules are built in", rs.len())));
 }

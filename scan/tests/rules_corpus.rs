@@ -71,20 +71,38 @@ fn every_planted_secret_is_found_and_no_decoy_or_other_text_is() {
     let rules: BTreeSet<&str> = truth.secrets.iter().map(|s| s.rule.as_str()).collect();
     assert_eq!(rules.len(), rs.len());
     for placement in ["line", "chunk-boundary", "long-line", "archive", "binary"] {
-        assert!(truth.secrets.iter().any(|s| s.placement == placement), "no {placement} secret");
+        assert!(
+            truth.secrets.iter().any(|s| s.placement == placement),
+            "no {placement} secret"
+        );
     }
-    assert!(truth.secrets.iter().any(|s| s.path.contains(".tar.gz!pkg/nested.zip!")));
+    assert!(truth
+        .secrets
+        .iter()
+        .any(|s| s.path.contains(".tar.gz!pkg/nested.zip!")));
     assert!(truth.decoys.len() > 50);
     let mut found = Vec::new();
     for (path, data) in &tree {
         scan_entry(&rs, path, data, &mut found);
     }
     let found: BTreeSet<Key> = found.into_iter().collect();
-    let want: BTreeSet<Key> =
-        truth.secrets.iter().map(|s| (s.path.clone(), s.line, s.rule.clone(), s.secret.clone())).collect();
+    let want: BTreeSet<Key> = truth
+        .secrets
+        .iter()
+        .map(|s| (s.path.clone(), s.line, s.rule.clone(), s.secret.clone()))
+        .collect();
     let missed: Vec<_> = want.difference(&found).collect();
     let extra: Vec<_> = found.difference(&want).collect();
-    assert!(missed.is_empty() && extra.is_empty(), "missed {missed:#?}\nextra {extra:#?}");
-    let decoy_lines: BTreeSet<(&str, u64)> = truth.decoys.iter().map(|d| (d.path.as_str(), d.line)).collect();
-    assert!(found.iter().all(|(p, l, _, _)| !decoy_lines.contains(&(p.as_str(), *l))));
+    assert!(
+        missed.is_empty() && extra.is_empty(),
+        "missed {missed:#?}\nextra {extra:#?}"
+    );
+    let decoy_lines: BTreeSet<(&str, u64)> = truth
+        .decoys
+        .iter()
+        .map(|d| (d.path.as_str(), d.line))
+        .collect();
+    assert!(found
+        .iter()
+        .all(|(p, l, _, _)| !decoy_lines.contains(&(p.as_str(), *l))));
 }

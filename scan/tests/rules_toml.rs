@@ -52,7 +52,14 @@ fn findings(rs: &RuleSet, path: Option<&str>, text: &str) -> Vec<(String, String
     s.set_path(path);
     let mut out = Vec::new();
     rs.scan(text.as_bytes(), 0..text.len(), &mut s, &mut out);
-    out.iter().map(|m| (rs.rule(m.rule).id.clone(), text[m.secret_start..m.secret_end].to_string())).collect()
+    out.iter()
+        .map(|m| {
+            (
+                rs.rule(m.rule).id.clone(),
+                text[m.secret_start..m.secret_end].to_string(),
+            )
+        })
+        .collect()
 }
 
 #[test]
@@ -71,14 +78,24 @@ fn a_gitleaks_rule_file_loads_with_its_fields() {
     assert_eq!(db.allowlists[0].condition, Condition::And);
     assert_eq!(db.allowlists[0].regex_target, RegexTarget::Line);
     assert!(db.path.is_some());
-    assert_eq!((specs[2].max_len, specs[2].priority, specs[2].family.as_str()), (Some(64), 2, "saas"));
+    assert_eq!(
+        (
+            specs[2].max_len,
+            specs[2].priority,
+            specs[2].family.as_str()
+        ),
+        (Some(64), 2, "saas")
+    );
 }
 
 #[test]
 fn loaded_rules_find_secrets_and_honour_allowlists_and_paths() {
     let rs = RuleSet::from_specs(RuleSet::load_toml(TEAM_RULES).unwrap()).unwrap();
     let key = "acme_live_k3j9x0q2m8v7b1n4c6z5l0p9r8t2y7u1";
-    assert_eq!(findings(&rs, None, &format!("k = {key}")), vec![("acme-api-key".into(), key.into())]);
+    assert_eq!(
+        findings(&rs, None, &format!("k = {key}")),
+        vec![("acme-api-key".into(), key.into())]
+    );
     // Keywords match case-insensitively, as in gitleaks; the regex decides.
     assert!(findings(&rs, None, "k = ACME_LIVE_K3J9X0Q2M8V7B1N4C6Z5L0P9R8T2Y7U1").is_empty());
     // Rule allowlist stopword, and the global allowlist on the match.
@@ -89,7 +106,10 @@ fn loaded_rules_find_secrets_and_honour_allowlists_and_paths() {
     let line = "ACME_DB_PASSWORD = \"Zt9!kq2Lm4Rw\"";
     assert!(findings(&rs, Some("src/app.py"), line).is_empty());
     assert!(findings(&rs, None, line).is_empty());
-    assert_eq!(findings(&rs, Some("deploy/prod.env"), line), vec![("acme-db-password".into(), "Zt9!kq2Lm4Rw".into())]);
+    assert_eq!(
+        findings(&rs, Some("deploy/prod.env"), line),
+        vec![("acme-db-password".into(), "Zt9!kq2Lm4Rw".into())]
+    );
     // AND allowlist: needs both the fixture path and the line marker.
     let marked = format!("{line} # test-fixture");
     assert_eq!(findings(&rs, Some("deploy/prod.env"), &marked).len(), 1);
@@ -97,7 +117,10 @@ fn loaded_rules_find_secrets_and_honour_allowlists_and_paths() {
     assert!(findings(&rs, Some("fixtures/db.env"), &marked).is_empty());
     // Keywords derived from the regex's literal prefix.
     let sess = "acmesess=Qw3rTy8uIo1pAs5dFg7hJk9L";
-    assert_eq!(findings(&rs, None, sess), vec![("acme-session".into(), "Qw3rTy8uIo1pAs5dFg7hJk9L".into())]);
+    assert_eq!(
+        findings(&rs, None, sess),
+        vec![("acme-session".into(), "Qw3rTy8uIo1pAs5dFg7hJk9L".into())]
+    );
 }
 
 #[test]
@@ -136,7 +159,10 @@ entropy = 4.5
     let builtin = RuleSet::builtin();
     assert_eq!(specs.len(), builtin.len() - 2);
     assert_eq!(specs.iter().filter(|s| s.id == "github-pat").count(), 1);
-    assert_eq!(specs.iter().find(|s| s.id == "github-pat").unwrap().entropy, Some(4.5));
+    assert_eq!(
+        specs.iter().find(|s| s.id == "github-pat").unwrap().entropy,
+        Some(4.5)
+    );
     assert!(specs.iter().all(|s| s.id != "jwt"));
     RuleSet::from_specs(specs).unwrap();
 }
@@ -170,5 +196,8 @@ fn bad_rules_give_messages_that_name_the_rule_and_the_problem() {
         let got = load_err(toml);
         assert!(got.contains(want), "{toml:?}: got {got:?}, want {want:?}");
     }
-    assert_eq!(RuleSet::from_specs(Vec::new()).unwrap_err(), RuleError::Empty);
+    assert_eq!(
+        RuleSet::from_specs(Vec::new()).unwrap_err(),
+        RuleError::Empty
+    );
 }

@@ -66,7 +66,10 @@ fn throughput(dir: &Path, kind: Option<PrefilterKind>) -> ExitCode {
             println!("kw {k}");
         }
     }
-    let show: usize = std::env::var("SCAN_PLANT_SHOW").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let show: usize = std::env::var("SCAN_PLANT_SHOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let mut scratch = Scratch::new();
     let mut out = Vec::new();
     let mut per_rule = std::collections::BTreeMap::<String, usize>::new();
@@ -93,10 +96,16 @@ fn throughput(dir: &Path, kind: Option<PrefilterKind>) -> ExitCode {
         }
         let dt = t.elapsed().as_secs_f64();
         let cpu = match (cpu0, thread_cpu_ns()) {
-            (Some(a), Some(b)) => format!(", {:.0} MB per CPU-second", total as f64 / 1e6 / ((b - a) as f64 / 1e9)),
+            (Some(a), Some(b)) => format!(
+                ", {:.0} MB per CPU-second",
+                total as f64 / 1e6 / ((b - a) as f64 / 1e9)
+            ),
             _ => String::new(),
         };
-        println!("round {round}: {n} findings in {dt:.3} s = {:.0} MB/s wall{cpu}", total as f64 / 1e6 / dt);
+        println!(
+            "round {round}: {n} findings in {dt:.3} s = {:.0} MB/s wall{cpu}",
+            total as f64 / 1e6 / dt
+        );
     }
     for (id, n) in per_rule {
         println!("  {id}: {n}");
@@ -112,18 +121,32 @@ fn main() -> ExitCode {
         println!("| id | family | description | keywords |\n| --- | --- | --- | --- |");
         for id in rules.ids() {
             let r = rules.rule(id);
-            let kws: Vec<String> = r.keywords.iter().map(|k| format!("`{}`", k.replace('|', "\\|"))).collect();
-            println!("| `{}` | {} | {} | {} |", r.id, r.family, r.description, kws.join(" "));
+            let kws: Vec<String> = r
+                .keywords
+                .iter()
+                .map(|k| format!("`{}`", k.replace('|', "\\|")))
+                .collect();
+            println!(
+                "| `{}` | {} | {} | {} |",
+                r.id,
+                r.family,
+                r.description,
+                kws.join(" ")
+            );
         }
         return ExitCode::SUCCESS;
     }
     if args.first().map(String::as_str) == Some("--engine-throughput") {
-        let Some(dir) = args.get(1) else { return usage() };
+        let Some(dir) = args.get(1) else {
+            return usage();
+        };
         let kind = match args.get(2..4) {
             None => None,
             Some([flag, k]) if flag == "--prefilter" && k == "teddy" => Some(PrefilterKind::Teddy),
             Some([flag, k]) if flag == "--prefilter" && k == "dfa" => Some(PrefilterKind::Dfa),
-            Some([flag, k]) if flag == "--prefilter" && k == "shiftor" => Some(PrefilterKind::ShiftOr),
+            Some([flag, k]) if flag == "--prefilter" && k == "shiftor" => {
+                Some(PrefilterKind::ShiftOr)
+            }
             _ => return usage(),
         };
         return throughput(Path::new(dir), kind);
@@ -146,7 +169,9 @@ fn main() -> ExitCode {
             _ => return usage(),
         }
     }
-    let (Some(out), Some(seed)) = (out, seed) else { return usage() };
+    let (Some(out), Some(seed)) = (out, seed) else {
+        return usage();
+    };
     match scan::corpus::generate(&out, seed, files) {
         Ok(t) => {
             println!(
@@ -154,7 +179,11 @@ fn main() -> ExitCode {
                 out.display(),
                 t.files,
                 t.secrets.len(),
-                t.secrets.iter().map(|s| &s.rule).collect::<std::collections::BTreeSet<_>>().len(),
+                t.secrets
+                    .iter()
+                    .map(|s| &s.rule)
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len(),
                 t.decoys.len()
             );
             ExitCode::SUCCESS

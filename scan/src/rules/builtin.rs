@@ -51,7 +51,9 @@ impl B {
         self
     }
     fn neg(mut self, n: &[&str]) -> B {
-        self.spec.counter_examples.extend(n.iter().map(|s| s.to_string()));
+        self.spec
+            .counter_examples
+            .extend(n.iter().map(|s| s.to_string()));
         self
     }
     fn allow_secret(mut self, regexes: &[&str]) -> B {
@@ -100,8 +102,19 @@ fn tok(id: &str, family: &str, desc: &str, kws: &[&str], regex: &str, tpl: &str)
 
 /// A value recognised by the name it is assigned to: `(?i:key)` then
 /// [`ASSIGN`] then the value (group 1) then `end`. Keywords are
-/// case-insensitive.
-fn ctx(id: &str, family: &str, desc: &str, kws: &[&str], key: &str, value: &str, end: &str, tpl: &str) -> B {
+/// case-insensitive. (Eight plain arguments read better in the table than
+/// a builder would.)
+#[allow(clippy::too_many_arguments)]
+fn ctx(
+    id: &str,
+    family: &str,
+    desc: &str,
+    kws: &[&str],
+    key: &str,
+    value: &str,
+    end: &str,
+    tpl: &str,
+) -> B {
     let re = format!("(?i:{key}){ASSIGN}({value}){end}");
     base(id, family, desc, kws, re, tpl).ci()
 }
@@ -109,7 +122,11 @@ fn ctx(id: &str, family: &str, desc: &str, kws: &[&str], key: &str, value: &str,
 fn pem(id: &str, label: &str, desc: &str, body: usize) -> B {
     let begin = format!("-----BEGIN {label}-----");
     let end = format!("-----END {label}-----");
-    let re = format!(r"({}(?:\r?\n|\\n)(?:[A-Za-z0-9+/=:, \t\r\n-]|\\[rn]){{64,}}?{})", regex_syntax::escape(&begin), regex_syntax::escape(&end));
+    let re = format!(
+        r"({}(?:\r?\n|\\n)(?:[A-Za-z0-9+/=:, \t\r\n-]|\\[rn]){{64,}}?{})",
+        regex_syntax::escape(&begin),
+        regex_syntax::escape(&end)
+    );
     let tpl = format!("{begin}\n{{pem:{body}}}\n{end}");
     let kw = format!("-----BEGIN {label}");
     tok(id, "private-key", desc, &[kw.as_str()], &re, &tpl)
@@ -600,18 +617,16 @@ fn table() -> Vec<B> {
 
 /// Values that are code, not credentials: dotted identifier chains
 /// (`tokenize.COMMENT`, `self._password_field`) and UUIDs (request ids).
-const GENERIC_NOT_SECRET_VALUES: &str =
-    r"^(?:[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$";
+const GENERIC_NOT_SECRET_VALUES: &str = r"^(?:[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$";
 /// Names of tokens that are not credentials (pagination, idempotency, CSRF).
-const GENERIC_NOT_SECRET_NAMES: &str =
-    r"(?i)(?:next|page|continuation|request|client|idempotency|csrf|xsrf|sync|cancel(?:lation)?|purchase|refresh_?token_?url)[_-]?token";
+const GENERIC_NOT_SECRET_NAMES: &str = r"(?i)(?:next|page|continuation|request|client|idempotency|csrf|xsrf|sync|cancel(?:lation)?|purchase|refresh_?token_?url)[_-]?token";
 
 /// Whole passwords that mark a URL as an example.
-const URL_PASSWORD_PLACEHOLDERS: &str =
-    r"^(?i:password|passwd|pass|pwd|secret|admin|root|guest|user|test|demo|postgres|mysql|redis|rabbitmq|mongo|x+|\*+)$";
+const URL_PASSWORD_PLACEHOLDERS: &str = r"^(?i:password|passwd|pass|pwd|secret|admin|root|guest|user|test|demo|postgres|mysql|redis|rabbitmq|mongo|x+|\*+)$";
 
 fn url(id: &str, desc: &str, kws: &[&str], scheme: &str, example: &str) -> B {
-    let re = format!(r#"\b(?i:{scheme})://[^:@/\s"'<>]{{0,64}}:([^@/\s"'<>]{{3,128}})@[A-Za-z0-9\[_-]"#);
+    let re =
+        format!(r#"\b(?i:{scheme})://[^:@/\s"'<>]{{0,64}}:([^@/\s"'<>]{{3,128}})@[A-Za-z0-9\[_-]"#);
     let first = kws[0];
     base(id, "url-credential", desc, kws, re, "{urlpass:16}")
         .ci()

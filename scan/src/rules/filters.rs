@@ -74,8 +74,16 @@ fn longest_runs(s: &[u8]) -> (usize, usize) {
         let (a, b) = (w[0], w[1]);
         same = if a == b { same + 1 } else { 1 };
         let alnum = a.is_ascii_alphanumeric() && b.is_ascii_alphanumeric();
-        up = if alnum && b == a.wrapping_add(1) { up + 1 } else { 1 };
-        down = if alnum && a == b.wrapping_add(1) { down + 1 } else { 1 };
+        up = if alnum && b == a.wrapping_add(1) {
+            up + 1
+        } else {
+            1
+        };
+        down = if alnum && a == b.wrapping_add(1) {
+            down + 1
+        } else {
+            1
+        };
         best_same = best_same.max(same);
         best_seq = best_seq.max(up).max(down);
     }

@@ -134,7 +134,10 @@ pub struct Scratch {
 
 impl Scratch {
     pub fn new() -> Scratch {
-        Scratch { path_dirty: true, ..Scratch::default() }
+        Scratch {
+            path_dirty: true,
+            ..Scratch::default()
+        }
     }
 
     /// Sets the path of the file being scanned (archive members as
@@ -159,7 +162,10 @@ struct Cand {
 }
 
 fn rule_err(id: &str, message: impl Into<String>) -> RuleError {
-    RuleError::Rule { id: id.to_owned(), message: message.into() }
+    RuleError::Rule {
+        id: id.to_owned(),
+        message: message.into(),
+    }
 }
 
 /// Compiles `pattern` the way rule regexes are compiled: bytes, ASCII
@@ -167,8 +173,15 @@ fn rule_err(id: &str, message: impl Into<String>) -> RuleError {
 fn compile(pattern: &str) -> Result<(Regex, regex_syntax::hir::Hir), String> {
     let mut last = String::new();
     for unicode in [false, true] {
-        let re = RegexBuilder::new(pattern).unicode(unicode).size_limit(32 << 20).build();
-        let hir = regex_syntax::ParserBuilder::new().unicode(unicode).utf8(false).build().parse(pattern);
+        let re = RegexBuilder::new(pattern)
+            .unicode(unicode)
+            .size_limit(32 << 20)
+            .build();
+        let hir = regex_syntax::ParserBuilder::new()
+            .unicode(unicode)
+            .utf8(false)
+            .build()
+            .parse(pattern);
         match (re, hir) {
             (Ok(re), Ok(hir)) => return Ok((re, hir)),
             (Err(e), _) => last = e.to_string(),
@@ -180,7 +193,11 @@ fn compile(pattern: &str) -> Result<(Regex, regex_syntax::hir::Hir), String> {
 
 fn compile_list(id: &str, what: &str, pats: &[String]) -> Result<Vec<Regex>, RuleError> {
     pats.iter()
-        .map(|p| compile(p).map(|(r, _)| r).map_err(|e| rule_err(id, format!("bad {what} regex {p:?}: {e}"))))
+        .map(|p| {
+            compile(p)
+                .map(|(r, _)| r)
+                .map_err(|e| rule_err(id, format!("bad {what} regex {p:?}: {e}")))
+        })
         .collect()
 }
 
@@ -192,7 +209,10 @@ fn prefix_literals(hir: &regex_syntax::hir::Hir) -> Option<Vec<Vec<u8>>> {
     if lits.is_empty() {
         return None;
     }
-    let mut out: Vec<Vec<u8>> = lits.iter().map(|l| l.as_bytes().to_ascii_lowercase()).collect();
+    let mut out: Vec<Vec<u8>> = lits
+        .iter()
+        .map(|l| l.as_bytes().to_ascii_lowercase())
+        .collect();
     out.sort();
     out.dedup();
     Some(out)
@@ -207,13 +227,17 @@ impl Rule {
         if spec.regex.is_empty() {
             return Err(rule_err(id, "no regex (path-only rules are not supported)"));
         }
-        let (regex, hir) = compile(&spec.regex).map_err(|e| rule_err(id, format!("bad regex: {e}")))?;
+        let (regex, hir) =
+            compile(&spec.regex).map_err(|e| rule_err(id, format!("bad regex: {e}")))?;
         let groups = regex.captures_len();
         if let Some(g) = spec.secret_group {
             if g >= groups {
                 return Err(rule_err(
                     id,
-                    format!("secretGroup {g} but the regex has only {} capture group(s)", groups - 1),
+                    format!(
+                        "secretGroup {g} but the regex has only {} capture group(s)",
+                        groups - 1
+                    ),
                 ));
             }
         }
@@ -227,7 +251,9 @@ impl Rule {
         if span > MAX_RULE_LEN {
             return Err(rule_err(
                 id,
-                format!("matches may be {span} bytes long; the limit is {MAX_RULE_LEN} (set maxLength)"),
+                format!(
+                    "matches may be {span} bytes long; the limit is {MAX_RULE_LEN} (set maxLength)"
+                ),
             ));
         }
         let prefixes = prefix_literals(&hir);
@@ -242,7 +268,11 @@ impl Rule {
                 }
             }
         } else {
-            let kws: Vec<Vec<u8>> = spec.keywords.iter().map(|k| k.as_bytes().to_vec()).collect();
+            let kws: Vec<Vec<u8>> = spec
+                .keywords
+                .iter()
+                .map(|k| k.as_bytes().to_vec())
+                .collect();
             if let Some(k) = spec.keywords.iter().find(|k| k.is_empty()) {
                 return Err(rule_err(id, format!("empty keyword {k:?}")));
             }
@@ -251,33 +281,51 @@ impl Rule {
         let min_kw = keywords.iter().map(Vec::len).min().unwrap_or(0);
         let max_kw = keywords.iter().map(Vec::len).max().unwrap_or(0);
         if min_kw > span {
-            return Err(rule_err(id, format!("a keyword is longer than the longest possible match ({span} bytes)")));
+            return Err(rule_err(
+                id,
+                format!("a keyword is longer than the longest possible match ({span} bytes)"),
+            ));
         }
         let lower_kws: Vec<Vec<u8>> = keywords.iter().map(|k| k.to_ascii_lowercase()).collect();
         let anchored = prefixes.as_ref().is_some_and(|lits| {
-            lits.iter().all(|l| lower_kws.iter().any(|k| l.starts_with(k)))
+            lits.iter()
+                .all(|l| lower_kws.iter().any(|k| l.starts_with(k)))
         });
         let path = spec
             .path
             .as_deref()
-            .map(|p| compile(p).map(|(r, _)| r).map_err(|e| rule_err(id, format!("bad path regex: {e}"))))
+            .map(|p| {
+                compile(p)
+                    .map(|(r, _)| r)
+                    .map_err(|e| rule_err(id, format!("bad path regex: {e}")))
+            })
             .transpose()?;
         let mut allowlists = Vec::new();
         for a in &spec.allowlists {
             if a.is_empty() {
-                return Err(rule_err(id, "an allowlist has no regexes, stopwords or paths"));
+                return Err(rule_err(
+                    id,
+                    "an allowlist has no regexes, stopwords or paths",
+                ));
             }
             allowlists.push(Allowlist {
                 condition: a.condition,
                 target: a.regex_target,
                 regexes: compile_list(id, "allowlist", &a.regexes)?,
-                stopwords: a.stopwords.iter().map(|s| s.as_bytes().to_ascii_lowercase()).collect(),
+                stopwords: a
+                    .stopwords
+                    .iter()
+                    .map(|s| s.as_bytes().to_ascii_lowercase())
+                    .collect(),
                 paths: compile_list(id, "allowlist path", &a.paths)?,
             });
         }
         if let Some(e) = spec.entropy {
             if !(0.0..=8.0).contains(&e) {
-                return Err(rule_err(id, format!("entropy {e} is outside 0..=8 bits per byte")));
+                return Err(rule_err(
+                    id,
+                    format!("entropy {e} is outside 0..=8 bits per byte"),
+                ));
             }
         }
         if let Some(t) = &spec.template {
@@ -287,7 +335,10 @@ impl Rule {
             id: spec.id.clone(),
             description: spec.description.clone(),
             family: spec.family.clone(),
-            keywords: keywords.iter().map(|k| String::from_utf8_lossy(k).into_owned()).collect(),
+            keywords: keywords
+                .iter()
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .collect(),
             priority: spec.priority,
             template: spec.template.clone(),
             examples: spec.examples.clone(),
@@ -316,13 +367,22 @@ impl Rule {
     /// Bytes before and after a secret start that scanning for this rule
     /// may read (see README.md, "Reach").
     fn reach(&self) -> usize {
-        let window = if self.anchored { self.span } else { 2 * self.span - self.min_kw };
+        let window = if self.anchored {
+            self.span
+        } else {
+            2 * self.span - self.min_kw
+        };
         window.max(self.span + LINE_CLIP) + LOOK_SLACK
     }
 
     /// Specificity: larger is more specific.
     fn rank(&self, idx: u32) -> (i32, bool, usize, std::cmp::Reverse<u32>) {
-        (self.info.priority, self.anchored, self.max_kw, std::cmp::Reverse(idx))
+        (
+            self.info.priority,
+            self.anchored,
+            self.max_kw,
+            std::cmp::Reverse(idx),
+        )
     }
 }
 
@@ -352,7 +412,10 @@ impl RuleSet {
                 return Err(RuleError::DuplicateId(s.id.clone()));
             }
         }
-        let rules = specs.iter().map(Rule::compile).collect::<Result<Vec<_>, _>>()?;
+        let rules = specs
+            .iter()
+            .map(Rule::compile)
+            .collect::<Result<Vec<_>, _>>()?;
         let mut patterns: Vec<Vec<u8>> = Vec::new();
         let mut index = std::collections::HashMap::new();
         let mut owners: Vec<Vec<Owner>> = Vec::new();
@@ -365,7 +428,10 @@ impl RuleSet {
                     owners.push(Vec::new());
                     patterns.len() - 1
                 });
-                let owner = Owner { rule: r as u32, exact: cs.then(|| kw.as_bytes().to_vec()) };
+                let owner = Owner {
+                    rule: r as u32,
+                    exact: cs.then(|| kw.as_bytes().to_vec()),
+                };
                 let list = &mut owners[id];
                 // A rule listed twice for one pattern (keywords differing
                 // only in case) must still run once per hit.
@@ -381,7 +447,15 @@ impl RuleSet {
         let pf = prefilter::Prefilter::new(patterns, forced);
         let max_span = rules.iter().map(|r| r.span).max().unwrap_or(0);
         let context_len = DEDUP_RADIUS + rules.iter().map(Rule::reach).max().unwrap_or(0);
-        Ok(RuleSet { rules, specs, pf, owners, context_len, max_span, forced })
+        Ok(RuleSet {
+            rules,
+            specs,
+            pf,
+            owners,
+            context_len,
+            max_span,
+            forced,
+        })
     }
 
     /// Reads a gitleaks-format TOML rule file (see RULES.md).
@@ -397,7 +471,12 @@ impl RuleSet {
                 return Err(RuleError::UnknownRule(id.clone()));
             }
         }
-        let specs: Vec<RuleSpec> = self.specs.iter().filter(|s| !ids.contains(&s.id)).cloned().collect();
+        let specs: Vec<RuleSpec> = self
+            .specs
+            .iter()
+            .filter(|s| !ids.contains(&s.id))
+            .cloned()
+            .collect();
         *self = RuleSet::build(specs, self.forced)?;
         Ok(())
     }
@@ -416,7 +495,11 @@ impl RuleSet {
     /// The distinct lowercased keywords (diagnostics).
     #[doc(hidden)]
     pub fn keyword_list(&self) -> Vec<String> {
-        self.pf.patterns.iter().map(|p| String::from_utf8_lossy(p).into_owned()).collect()
+        self.pf
+            .patterns
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect()
     }
 
     /// The keyword engine in use.
@@ -438,7 +521,10 @@ impl RuleSet {
 
     /// The rule with this id string.
     pub fn find(&self, id: &str) -> Option<RuleId> {
-        self.rules.iter().position(|r| r.info.id == id).map(|i| RuleId(i as u32))
+        self.rules
+            .iter()
+            .position(|r| r.info.id == id)
+            .map(|i| RuleId(i as u32))
     }
 
     /// Every rule id, in order.
@@ -460,7 +546,9 @@ impl RuleSet {
     pub fn generate_secret(&self, id: RuleId, rng: &mut Rng) -> Option<String> {
         let rule = &self.rules[id.0 as usize];
         let t = rule.info.template.as_deref()?;
-        (0..1000).map(|_| template::render(t, rng, None)).find(|s| rule.secret_passes(s.as_bytes()))
+        (0..1000)
+            .map(|_| template::render(t, rng, None))
+            .find(|s| rule.secret_passes(s.as_bytes()))
     }
 
     /// Reports every match whose secret starts in `owned` (see the trait
@@ -471,8 +559,17 @@ impl RuleSet {
     /// most specific wins (priority, then anchored prefix, then longest
     /// keyword, then earlier rule). Matches are appended sorted by secret
     /// start.
-    pub fn scan(&self, buf: &[u8], owned: Range<usize>, scratch: &mut Scratch, out: &mut Vec<Match>) {
-        assert!(owned.start <= owned.end && owned.end <= buf.len(), "owned range outside the buffer");
+    pub fn scan(
+        &self,
+        buf: &[u8],
+        owned: Range<usize>,
+        scratch: &mut Scratch,
+        out: &mut Vec<Match>,
+    ) {
+        assert!(
+            owned.start <= owned.end && owned.end <= buf.len(),
+            "owned range outside the buffer"
+        );
         if owned.is_empty() {
             return;
         }
@@ -526,7 +623,15 @@ impl RuleSet {
 
     /// Runs rule `r`'s regex in the window around the keyword hit
     /// `hs..he` and records the matches that contain the hit.
-    fn confirm(&self, r: u32, hs: usize, he: usize, buf: &[u8], owned: &Range<usize>, scratch: &mut Scratch) {
+    fn confirm(
+        &self,
+        r: u32,
+        hs: usize,
+        he: usize,
+        buf: &[u8],
+        owned: &Range<usize>,
+        scratch: &mut Scratch,
+    ) {
         let rule = &self.rules[r as usize];
         if scratch.path_off[r as usize] {
             return;
@@ -548,14 +653,22 @@ impl RuleSet {
         let locs = scratch.locs[r as usize].get_or_insert_with(|| rule.regex.capture_locations());
         let mut at = ws;
         while at <= we {
-            let Some(m) = rule.regex.captures_read_at(locs, hay, at) else { break };
+            let Some(m) = rule.regex.captures_read_at(locs, hay, at) else {
+                break;
+            };
             let (ms, me) = (m.start(), m.end());
             if ms > hs {
                 break;
             }
             if me >= he && me - ms <= rule.span && (!rule.anchored || ms == hs) {
                 if let Some((ss, se)) = rule.secret_span(locs, ms, me) {
-                    scratch.cands.push(Cand { rule: r, start: ms, end: me, ss, se });
+                    scratch.cands.push(Cand {
+                        rule: r,
+                        start: ms,
+                        end: me,
+                        ss,
+                        se,
+                    });
                 }
             }
             if rule.anchored {
@@ -565,7 +678,13 @@ impl RuleSet {
         }
     }
 
-    fn resolve(&self, buf: &[u8], owned: &Range<usize>, scratch: &mut Scratch, out: &mut Vec<Match>) {
+    fn resolve(
+        &self,
+        buf: &[u8],
+        owned: &Range<usize>,
+        scratch: &mut Scratch,
+        out: &mut Vec<Match>,
+    ) {
         let cands = &mut scratch.cands;
         cands.sort_unstable_by_key(|c| (c.ss, c.se, c.rule, c.start, c.end));
         cands.dedup_by(|b, a| (a.ss, a.se, a.rule) == (b.ss, b.se, b.rule));
@@ -584,14 +703,24 @@ impl RuleSet {
                 .iter()
                 .rev()
                 .take_while(|b| b.ss + DEDUP_RADIUS >= a.ss)
-                .chain(cands[i + 1..].iter().take_while(|b| b.ss <= a.ss + DEDUP_RADIUS))
+                .chain(
+                    cands[i + 1..]
+                        .iter()
+                        .take_while(|b| b.ss <= a.ss + DEDUP_RADIUS),
+                )
                 .any(|b| overlap(&a, b) && rank(b) > ra);
             if beaten {
                 continue;
             }
             let rule = &self.rules[a.rule as usize];
             if rule.accepts(buf, &a, scratch.path.as_deref()) {
-                out.push(Match { rule: RuleId(a.rule), start: a.start, end: a.end, secret_start: a.ss, secret_end: a.se });
+                out.push(Match {
+                    rule: RuleId(a.rule),
+                    start: a.start,
+                    end: a.end,
+                    secret_start: a.ss,
+                    secret_end: a.se,
+                });
             }
         }
     }
@@ -601,7 +730,9 @@ impl Rule {
     fn secret_span(&self, locs: &CaptureLocations, ms: usize, me: usize) -> Option<(usize, usize)> {
         let span = match self.secret_group {
             Some(g) => locs.get(g)?,
-            None if self.groups > 1 => (1..self.groups).filter_map(|g| locs.get(g)).find(|(s, e)| e > s)?,
+            None if self.groups > 1 => (1..self.groups)
+                .filter_map(|g| locs.get(g))
+                .find(|(s, e)| e > s)?,
             None => (ms, me),
         };
         (span.1 > span.0).then_some(span)
@@ -642,10 +773,15 @@ impl Allowlist {
         }
         if !self.stopwords.is_empty() {
             let lower = buf[c.ss..c.se].to_ascii_lowercase();
-            verdicts.push(self.stopwords.iter().any(|w| memchr::memmem::find(&lower, w).is_some()));
+            verdicts.push(
+                self.stopwords
+                    .iter()
+                    .any(|w| memchr::memmem::find(&lower, w).is_some()),
+            );
         }
         if !self.paths.is_empty() {
-            verdicts.push(path.is_some_and(|p| self.paths.iter().any(|r| r.is_match(p.as_bytes()))));
+            verdicts
+                .push(path.is_some_and(|p| self.paths.iter().any(|r| r.is_match(p.as_bytes()))));
         }
         match self.condition {
             Condition::Or => verdicts.iter().any(|&v| v),

@@ -53,7 +53,11 @@ pub(crate) struct Prefilter {
 impl Prefilter {
     pub fn new(patterns: Vec<Vec<u8>>, force: Option<PrefilterKind>) -> Prefilter {
         if patterns.is_empty() {
-            return Prefilter { patterns, prefixes: Vec::new(), engine: Engine::Empty };
+            return Prefilter {
+                patterns,
+                prefixes: Vec::new(),
+                engine: Engine::Empty,
+            };
         }
         let groups: Vec<Vec<u32>> = {
             // Sorting keeps keywords with the same leading bytes in one group
@@ -64,7 +68,11 @@ impl Prefilter {
         };
         if force.is_none() || force == Some(PrefilterKind::ShiftOr) {
             let engine = Engine::ShiftOr(ShiftOr::new(&patterns));
-            return Prefilter { patterns, prefixes: Vec::new(), engine };
+            return Prefilter {
+                patterns,
+                prefixes: Vec::new(),
+                engine,
+            };
         }
         let teddy_ok = patterns.iter().all(|p| p.len() >= TEDDY_MIN_LEN)
             && groups.len() <= TEDDY_MAX_GROUPS
@@ -84,7 +92,11 @@ impl Prefilter {
                 .collect();
             if let Some(searchers) = searchers {
                 let prefixes = prefix_closure(&patterns, &groups);
-                return Prefilter { patterns, prefixes, engine: Engine::Teddy(searchers) };
+                return Prefilter {
+                    patterns,
+                    prefixes,
+                    engine: Engine::Teddy(searchers),
+                };
             }
         }
         let ac = AhoCorasick::builder()
@@ -94,7 +106,11 @@ impl Prefilter {
             .expect("keyword automaton within size limits");
         let all = vec![(0..patterns.len() as u32).collect::<Vec<_>>()];
         let prefixes = prefix_closure(&patterns, &all);
-        Prefilter { patterns, prefixes, engine: Engine::Dfa(ac) }
+        Prefilter {
+            patterns,
+            prefixes,
+            engine: Engine::Dfa(ac),
+        }
     }
 
     pub fn kind(&self) -> PrefilterKind {
@@ -249,7 +265,11 @@ impl ShiftOr {
             }
         }
         let flush = table.iter().fold(0u64, |acc, &t| acc | t);
-        ShiftOr { table, index, flush }
+        ShiftOr {
+            table,
+            index,
+            flush,
+        }
     }
 
     /// One step: shift in byte `c` (class pair with the previous byte).
@@ -263,7 +283,14 @@ impl ShiftOr {
     /// Eight steps over `block` (at `base` in `hay`) with one branch; on a
     /// possible candidate, replays the block checking each step.
     #[inline(always)]
-    fn block(&self, patterns: &[Vec<u8>], hay: &[u8], base: usize, st: &mut Stream, hits: &mut Vec<(u32, usize)>) {
+    fn block(
+        &self,
+        patterns: &[Vec<u8>],
+        hay: &[u8],
+        base: usize,
+        st: &mut Stream,
+        hits: &mut Vec<(u32, usize)>,
+    ) {
         let table = &self.table[..DOMAIN];
         let start = *st;
         let mut all = !0u64;
@@ -278,7 +305,15 @@ impl ShiftOr {
 
     /// Steps over `hay[from..to]` from state `st`, verifying every candidate.
     #[cold]
-    fn replay(&self, patterns: &[Vec<u8>], hay: &[u8], from: usize, to: usize, mut st: Stream, hits: &mut Vec<(u32, usize)>) -> Stream {
+    fn replay(
+        &self,
+        patterns: &[Vec<u8>],
+        hay: &[u8],
+        from: usize,
+        to: usize,
+        mut st: Stream,
+        hits: &mut Vec<(u32, usize)>,
+    ) -> Stream {
         let table = &self.table[..DOMAIN];
         for (t, &c) in hay.iter().enumerate().take(to).skip(from) {
             Self::step(table, &mut st, c);
@@ -298,7 +333,12 @@ impl ShiftOr {
         // end in B's (LANES - 1 more bytes); B flushes the end.
         let half = (n / 2) / BLOCK * BLOCK;
         let mut a = fresh;
-        let mut b = Stream { d: !0, pair: hay.get(half.wrapping_sub(1)).map_or(0, |&c| u32::from(CLASSES[c as usize])) };
+        let mut b = Stream {
+            d: !0,
+            pair: hay
+                .get(half.wrapping_sub(1))
+                .map_or(0, |&c| u32::from(CLASSES[c as usize])),
+        };
         let (mut pa, mut pb) = (0, half);
         if half >= BLOCK {
             while pa < half {
@@ -328,7 +368,14 @@ impl ShiftOr {
     }
 
     #[cold]
-    fn verify(&self, patterns: &[Vec<u8>], hay: &[u8], start: usize, d: u64, hits: &mut Vec<(u32, usize)>) {
+    fn verify(
+        &self,
+        patterns: &[Vec<u8>],
+        hay: &[u8],
+        start: usize,
+        d: u64,
+        hits: &mut Vec<(u32, usize)>,
+    ) {
         let mut buckets = !(d >> (8 * (LANES - 1))) & 0xff;
         let first = hay[start].to_ascii_lowercase() as usize;
         while buckets != 0 {
@@ -336,7 +383,9 @@ impl ShiftOr {
             buckets &= buckets - 1;
             for &id in &self.index[b * 256 + first] {
                 let p = &patterns[id as usize];
-                if hay.len() - start >= p.len() && hay[start..start + p.len()].eq_ignore_ascii_case(p) {
+                if hay.len() - start >= p.len()
+                    && hay[start..start + p.len()].eq_ignore_ascii_case(p)
+                {
                     hits.push((id, start));
                 }
             }
@@ -378,7 +427,12 @@ mod tests {
         pf.find_all(hay.as_bytes(), &mut h);
         let mut v: Vec<_> = h
             .into_iter()
-            .map(|(id, p)| (String::from_utf8(pf.patterns[id as usize].clone()).unwrap(), p))
+            .map(|(id, p)| {
+                (
+                    String::from_utf8(pf.patterns[id as usize].clone()).unwrap(),
+                    p,
+                )
+            })
             .collect();
         v.sort();
         v
@@ -398,7 +452,11 @@ mod tests {
             ("sk_live_".to_string(), 6),
             ("token".to_string(), 15),
         ];
-        for kind in [PrefilterKind::ShiftOr, PrefilterKind::Teddy, PrefilterKind::Dfa] {
+        for kind in [
+            PrefilterKind::ShiftOr,
+            PrefilterKind::Teddy,
+            PrefilterKind::Dfa,
+        ] {
             let pf = Prefilter::new(pats.clone(), Some(kind));
             assert_eq!(hits(&pf, "aaaab sk_live_ token"), want, "{kind:?}");
             if kind == PrefilterKind::ShiftOr {
@@ -412,13 +470,27 @@ mod tests {
     #[test]
     fn shift_or_agrees_with_the_dfa_on_random_haystacks() {
         use crate::rules::template::Rng;
-        let kws = ["ghp_", "token", "sk_live_", "sk_", "-----begin rsa", "://", "hf_", "a3-", "xoxb-", "passw", "eyj"];
+        let kws = [
+            "ghp_",
+            "token",
+            "sk_live_",
+            "sk_",
+            "-----begin rsa",
+            "://",
+            "hf_",
+            "a3-",
+            "xoxb-",
+            "passw",
+            "eyj",
+        ];
         let pats: Vec<Vec<u8>> = kws.iter().map(|s| s.as_bytes().to_vec()).collect();
         let so = Prefilter::new(pats.clone(), Some(PrefilterKind::ShiftOr));
         let dfa = Prefilter::new(pats, Some(PrefilterKind::Dfa));
         let mut rng = Rng::new(9);
         for len in (0..400).chain([1000, 4099, 65_536]) {
-            let mut hay: Vec<u8> = (0..len).map(|_| *rng.pick(b"abcdefghijklmnopqrstuvwxyz _-:/.\n0123TOKENGHP")).collect();
+            let mut hay: Vec<u8> = (0..len)
+                .map(|_| *rng.pick(b"abcdefghijklmnopqrstuvwxyz _-:/.\n0123TOKENGHP"))
+                .collect();
             for _ in 0..len / 20 {
                 let k = rng.pick(&kws).as_bytes();
                 if len >= k.len() {

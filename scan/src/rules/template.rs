@@ -19,8 +19,14 @@
 
 /// Character classes a template may draw from.
 pub const CLASSES: &[(&str, &str)] = &[
-    ("alnum", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"),
-    ("alpha", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"),
+    (
+        "alnum",
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
+    ),
+    (
+        "alpha",
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+    ),
     ("upper", "ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
     ("lower", "abcdefghijklmnopqrstuvwxyz"),
     ("digit", "0123456789"),
@@ -28,14 +34,23 @@ pub const CLASSES: &[(&str, &str)] = &[
     ("HEX", "0123456789ABCDEF"),
     ("upalnum", "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"),
     ("lowalnum", "abcdefghijklmnopqrstuvwxyz0123456789"),
-    ("b64", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"),
-    ("b64url", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"),
+    (
+        "b64",
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
+    ),
+    (
+        "b64url",
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-",
+    ),
     ("b32", "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"),
     ("b32lower", "abcdefghijklmnopqrstuvwxyz234567"),
     ("bech32", "qpzry9x8gf2tvdw0s3jn54khce6mua7l"),
     ("BECH32", "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"),
     // Characters a password may hold inside a URL's userinfo.
-    ("urlpass", "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.~!*"),
+    (
+        "urlpass",
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.~!*",
+    ),
 ];
 
 /// A small, fast, seedable generator (SplitMix64). Reproducible across
@@ -92,14 +107,24 @@ impl std::fmt::Display for TemplateError {
 }
 
 fn class(name: &str) -> Option<&'static [u8]> {
-    CLASSES.iter().find(|(n, _)| *n == name).map(|(_, c)| c.as_bytes())
+    CLASSES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, c)| c.as_bytes())
 }
 
 /// One parsed `{...}` group.
 enum Piece<'a> {
     Literal(&'a str),
-    Class { chars: &'static [u8], lo: usize, hi: usize },
-    Pem { n: usize, sep: &'static str },
+    Class {
+        chars: &'static [u8],
+        lo: usize,
+        hi: usize,
+    },
+    Pem {
+        n: usize,
+        sep: &'static str,
+    },
     Uuid,
     Secret,
 }
@@ -127,14 +152,20 @@ fn parse_group(inner: &str) -> Option<Piece<'static>> {
         "pemjson" => return (lo == hi).then_some(Piece::Pem { n: lo, sep: "\\n" }),
         _ => {}
     }
-    Some(Piece::Class { chars: class(name)?, lo, hi })
+    Some(Piece::Class {
+        chars: class(name)?,
+        lo,
+        hi,
+    })
 }
 
 fn pieces(template: &str) -> Vec<Piece<'_>> {
     let mut out = Vec::new();
     let mut rest = template;
     while let Some(open) = rest.find('{') {
-        let Some(close) = rest[open..].find('}').map(|c| open + c) else { break };
+        let Some(close) = rest[open..].find('}').map(|c| open + c) else {
+            break;
+        };
         match parse_group(&rest[open + 1..close]) {
             Some(p) => {
                 if open > 0 {
@@ -161,7 +192,9 @@ fn pieces(template: &str) -> Vec<Piece<'_>> {
 pub fn validate(template: &str, allow_secret: bool) -> Result<(), TemplateError> {
     for p in pieces(template) {
         if matches!(p, Piece::Secret) && !allow_secret {
-            return Err(TemplateError(format!("template {template:?} uses {{secret}}")));
+            return Err(TemplateError(format!(
+                "template {template:?} uses {{secret}}"
+            )));
         }
     }
     Ok(())
