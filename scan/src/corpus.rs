@@ -62,7 +62,7 @@ pub struct GroundTruth {
 }
 
 /// Placeholders and documentation values a scanner must stay quiet about.
-const DECOYS: &[&str] = &[
+pub const PLACEHOLDER_DECOYS: &[&str] = &[
     "aws_access_key_id = AKIAIOSFODNN7EXAMPLE",
     "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     "GITHUB_TOKEN=ghp_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
@@ -483,7 +483,7 @@ pub fn build(seed: u64, files: usize) -> std::io::Result<(Tree, GroundTruth)> {
     let rules = RuleSet::builtin();
     let mut rng = Rng::new(seed);
     let cycle = RuleCycle::new(&rules, &mut rng);
-    let mut decoy_pool: Vec<(String, String)> = DECOYS
+    let mut decoy_pool: Vec<(String, String)> = PLACEHOLDER_DECOYS
         .iter()
         .map(|d| (d.to_string(), "placeholder".to_string()))
         .collect();
