@@ -226,3 +226,11 @@ fn rules_md_lists_every_builtin_rule() {
     }
     assert!(md.contains(&format!("{} rules are built in", rs.len())));
 }
+
+#[test]
+fn rule_sets_are_shared_and_scratch_moves_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    fn movable<T: Send>() {}
+    shared::<RuleSet>();
+    movable::<Scratch>();
+}

@@ -123,7 +123,7 @@ fn pem(id: &str, label: &str, desc: &str, body: usize) -> B {
     let begin = format!("-----BEGIN {label}-----");
     let end = format!("-----END {label}-----");
     let re = format!(
-        r"({}(?:\r?\n|\\n)(?:[A-Za-z0-9+/=:, \t\r\n-]|\\[rn]){{64,}}?{})",
+        r"({}(?:\r?\n|\\n)(?:[A-Za-z0-9+/=:, \t\r\n]|-[A-Za-z0-9]|\\[rn]){{64,}}?{})",
         regex_syntax::escape(&begin),
         regex_syntax::escape(&end)
     );
@@ -563,12 +563,12 @@ fn table() -> Vec<B> {
         pem("private-key-pkcs8", "PRIVATE KEY", "PKCS#8 private key (PEM)", 1620),
         pem("private-key-pkcs8-encrypted", "ENCRYPTED PRIVATE KEY", "Encrypted PKCS#8 private key (PEM)", 1700),
         tok("private-key-pgp", "private-key", "PGP private key block", &["-----BEGIN PGP PRIVATE KEY BLOCK"],
-            r"(-----BEGIN PGP PRIVATE KEY BLOCK-----[\s\S]{64,}?-----END PGP PRIVATE KEY BLOCK-----)",
+            r"(-----BEGIN PGP PRIVATE KEY BLOCK-----(?:[^-]|-[^-]){64,}?-----END PGP PRIVATE KEY BLOCK-----)",
             "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n{pem:2400}\n={b64:4}\n-----END PGP PRIVATE KEY BLOCK-----")
             .max(12 * 1024).ent(4.0).no_placeholder_check()
             .ex(&["{secret}"]).neg(&["-----BEGIN PGP PRIVATE KEY BLOCK-----\n...\n-----END PGP PRIVATE KEY BLOCK-----"]),
         tok("private-key-putty", "private-key", "PuTTY private key file", &["PuTTY-User-Key-File-"],
-            r"(PuTTY-User-Key-File-[23]: [A-Za-z0-9@.-]{3,40}\r?\n[\s\S]{20,}?\nPrivate-MAC: [0-9a-f]{40,64})\b",
+            r"(PuTTY-User-Key-File-[23]: [A-Za-z0-9@.-]{3,40}\r?\n(?:[^-]|-[^-]){20,}?\nPrivate-MAC: [0-9a-f]{40,64})\b",
             "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nComment: deploy@build\nPublic-Lines: 2\n{pem:80}\nPrivate-Lines: 1\n{pem:44}\nPrivate-MAC: {hex:64}")
             .max(8 * 1024).ent(4.0).no_placeholder_check()
             .ex(&["{secret}"]).neg(&["PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPrivate-MAC: <mac>"]),

@@ -94,6 +94,12 @@ struct Rule {
     path: Option<Regex>,
     allowlists: Vec<Allowlist>,
     anchored: bool,
+    /// For anchored rules, the regex anchored at the keyword hit:
+    /// `^(?s-u:.)(?:re)` run on `buf[hit - 1..]` (the first byte gives `\b`
+    /// its look-behind) and `^(?:re)` for a hit at the buffer start. The
+    /// search stops where a match becomes impossible instead of looking for
+    /// a later start, so a run of keywords cannot make it quadratic.
+    at_hit: Option<(Regex, Regex)>,
     span: usize,
     min_kw: usize,
     max_kw: usize,
@@ -126,6 +132,8 @@ pub struct Scratch {
     hits: Vec<(u32, usize)>,
     cands: Vec<Cand>,
     locs: Vec<Option<CaptureLocations>>,
+    /// Capture slots of the two anchored variants, per rule.
+    locs_at: Vec<Option<(CaptureLocations, CaptureLocations)>>,
     path: Option<String>,
     /// `path_off[r]`: rule `r` does not apply to the current path.
     path_off: Vec<bool>,
@@ -347,6 +355,16 @@ impl Rule {
             anchored,
         };
         let _ = case_sensitive;
+        let at_hit = if anchored {
+            let after = compile(&format!("^(?s-u:.)(?:{})", spec.regex)).map(|(r, _)| r);
+            let start = compile(&format!("^(?:{})", spec.regex)).map(|(r, _)| r);
+            match (after, start) {
+                (Ok(a), Ok(s)) => Some((a, s)),
+                (Err(e), _) | (_, Err(e)) => return Err(rule_err(id, format!("bad regex: {e}"))),
+            }
+        } else {
+            None
+        };
         Ok(Rule {
             info,
             regex,
@@ -358,6 +376,7 @@ impl Rule {
             path,
             allowlists,
             anchored,
+            at_hit,
             span,
             min_kw,
             max_kw,
@@ -587,6 +606,7 @@ impl RuleSet {
         scratch.cands.clear();
         if scratch.locs.len() != self.rules.len() {
             scratch.locs = (0..self.rules.len()).map(|_| None).collect();
+            scratch.locs_at = (0..self.rules.len()).map(|_| None).collect();
         }
         let hits = std::mem::take(&mut scratch.hits);
         for &(pid, pos) in &hits {
@@ -642,6 +662,32 @@ impl RuleSet {
         if he + lim < owned.start || hs > owned.end + lim {
             return;
         }
+        if let Some((after, start)) = &rule.at_hit {
+            let we = (hs + rule.span + LOOK_SLACK).min(buf.len());
+            let (re, base, which) = if hs > 0 {
+                (after, hs - 1, 0)
+            } else {
+                (start, hs, 1)
+            };
+            let pair = scratch.locs_at[r as usize]
+                .get_or_insert_with(|| (after.capture_locations(), start.capture_locations()));
+            let locs = if which == 0 { &mut pair.0 } else { &mut pair.1 };
+            if let Some(m) = re.captures_read_at(locs, &buf[base..we], 0) {
+                let me = base + m.end();
+                if me >= he && me - hs <= rule.span {
+                    if let Some((ss, se)) = rule.secret_span(locs, base, hs, me) {
+                        scratch.cands.push(Cand {
+                            rule: r,
+                            start: hs,
+                            end: me,
+                            ss,
+                            se,
+                        });
+                    }
+                }
+            }
+            return;
+        }
         let klen = he - hs;
         let (ws, we) = if rule.anchored {
             (hs, (hs + rule.span).min(buf.len()))
@@ -661,7 +707,7 @@ impl RuleSet {
                 break;
             }
             if me >= he && me - ms <= rule.span && (!rule.anchored || ms == hs) {
-                if let Some((ss, se)) = rule.secret_span(locs, ms, me) {
+                if let Some((ss, se)) = rule.secret_span(locs, 0, ms, me) {
                     scratch.cands.push(Cand {
                         rule: r,
                         start: ms,
@@ -727,12 +773,21 @@ impl RuleSet {
 }
 
 impl Rule {
-    fn secret_span(&self, locs: &CaptureLocations, ms: usize, me: usize) -> Option<(usize, usize)> {
+    /// The secret of a match `ms..me` whose capture slots are relative to
+    /// `off`.
+    fn secret_span(
+        &self,
+        locs: &CaptureLocations,
+        off: usize,
+        ms: usize,
+        me: usize,
+    ) -> Option<(usize, usize)> {
         let span = match self.secret_group {
-            Some(g) => locs.get(g)?,
+            Some(g) => locs.get(g).map(|(s, e)| (off + s, off + e))?,
             None if self.groups > 1 => (1..self.groups)
                 .filter_map(|g| locs.get(g))
-                .find(|(s, e)| e > s)?,
+                .find(|(s, e)| e > s)
+                .map(|(s, e)| (off + s, off + e))?,
             None => (ms, me),
         };
         (span.1 > span.0).then_some(span)
