@@ -5,10 +5,12 @@
 //! are prefixes of other keywords are all reported. That makes the set of
 //! hits a pure function of the bytes around each position, which the chunk
 //! contract needs (a non-overlapping search would depend on where the search
-//! started). Each engine search is leftmost-longest and restarts one byte
-//! after the start of the previous hit; the shorter keywords that match at
-//! the same position are exactly the keywords that are prefixes of the
-//! longest one, which `prefixes` lists.
+//! started). The default engine, [`PrefilterKind::ShiftOr`], verifies every
+//! keyword of every candidate bucket, so it finds them all directly. The
+//! Teddy and DFA engines (kept for comparison) search leftmost-longest and
+//! restart one byte after the start of the previous hit; the shorter
+//! keywords that match at the same position are exactly the keywords that
+//! are prefixes of the longest one, which `prefixes` lists.
 
 use aho_corasick::{packed, AhoCorasick, AhoCorasickKind, Input, MatchKind};
 
