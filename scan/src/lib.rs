@@ -21,3 +21,7 @@ pub fn run(_config: cli::Config) -> Result<report::Outcome, report::ScanError> {
         "the scanner is not built yet (issue 5); nothing was scanned".into(),
     ))
 }
+
+pub mod chunk;
+pub mod corpus;
+pub mod rules;
