@@ -4,9 +4,12 @@
 #![forbid(unsafe_code)]
 
 pub mod archive;
+pub mod chunk;
 pub mod cli;
+pub mod corpus;
 pub mod pool;
 pub mod report;
+pub mod rules;
 pub mod skip;
 pub mod source;
 pub mod trace;
@@ -22,6 +25,3 @@ pub fn run(_config: cli::Config) -> Result<report::Outcome, report::ScanError> {
     ))
 }
 
-pub mod chunk;
-pub mod corpus;
-pub mod rules;
