@@ -4,9 +4,12 @@
 #![forbid(unsafe_code)]
 
 pub mod archive;
+pub mod chunk;
 pub mod cli;
+pub mod corpus;
 pub mod pool;
 pub mod report;
+pub mod rules;
 pub mod skip;
 pub mod source;
 pub mod trace;
@@ -21,3 +24,4 @@ pub fn run(_config: cli::Config) -> Result<report::Outcome, report::ScanError> {
         "the scanner is not built yet (issue 5); nothing was scanned".into(),
     ))
 }
+

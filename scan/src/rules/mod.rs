@@ -1,0 +1,846 @@
+//! The rule engine: keyword prefilter, bounded regex confirmation, secret
+//! capture group, entropy and placeholder tests, allowlists, and
+//! specificity-based deduplication. See `scan/RULES.md` for the rule format
+//! and `README.md` beside this file for the chunk-independence argument.
+
+mod builtin;
+pub mod filters;
+mod prefilter;
+pub mod spec;
+pub mod template;
+mod toml_load;
+
+use std::ops::Range;
+
+use regex::bytes::{CaptureLocations, Regex, RegexBuilder};
+use regex_syntax::hir::literal::{ExtractKind, Extractor};
+
+pub use prefilter::PrefilterKind;
+pub use spec::{AllowlistSpec, Condition, RegexTarget, RuleError, RuleSpec};
+use template::Rng;
+
+/// Candidates whose secret starts within this many bytes of each other are
+/// compared for overlap; the less specific of two overlapping ones is
+/// dropped.
+pub const DEDUP_RADIUS: usize = 256;
+/// A `regexTarget = "line"` allowlist sees at most this many bytes of the
+/// line on each side of the match (a 200 MB line must not be copied).
+pub const LINE_CLIP: usize = 256;
+/// Match-length bound for a regex with unbounded repetition and no
+/// `maxLength`.
+pub const DEFAULT_MAX_LEN: usize = 1024;
+/// No rule may reach further than this (keeps `context_len` and so the chunk
+/// overlap small).
+pub const MAX_RULE_LEN: usize = 16 * 1024;
+/// Bytes before a regex window that look-behind assertions (`\b`) may read.
+const LOOK_SLACK: usize = 8;
+/// Derived keywords must be at least this long.
+const MIN_DERIVED_KEYWORD: usize = 3;
+
+/// Index of a rule in its [`RuleSet`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RuleId(pub u32);
+
+/// A reported secret. All positions index the buffer given to
+/// [`RuleSet::scan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Match {
+    pub rule: RuleId,
+    pub start: usize,
+    pub end: usize,
+    pub secret_start: usize,
+    pub secret_end: usize,
+}
+
+/// What a rule is, for reports and generators.
+#[derive(Debug, Clone)]
+pub struct RuleInfo {
+    pub id: String,
+    pub description: String,
+    pub family: String,
+    pub keywords: Vec<String>,
+    pub priority: i32,
+    /// Secret generator template, if the rule has one.
+    pub template: Option<String>,
+    /// Positive examples (`{secret}` = a generated secret).
+    pub examples: Vec<String>,
+    /// Negative examples (templates).
+    pub counter_examples: Vec<String>,
+    /// Longest match the rule can produce.
+    pub max_len: usize,
+    /// Every match begins with one of the keywords.
+    pub anchored: bool,
+}
+
+#[derive(Debug)]
+struct Allowlist {
+    condition: Condition,
+    target: RegexTarget,
+    regexes: Vec<Regex>,
+    /// Lowercased.
+    stopwords: Vec<Vec<u8>>,
+    paths: Vec<Regex>,
+}
+
+#[derive(Debug)]
+struct Rule {
+    info: RuleInfo,
+    regex: Regex,
+    secret_group: Option<usize>,
+    groups: usize,
+    entropy: f64,
+    min_classes: u8,
+    placeholder: bool,
+    path: Option<Regex>,
+    allowlists: Vec<Allowlist>,
+    anchored: bool,
+    /// For anchored rules, the regex anchored at the keyword hit:
+    /// `^(?s-u:.)(?:re)` run on `buf[hit - 1..]` (the first byte gives `\b`
+    /// its look-behind) and `^(?:re)` for a hit at the buffer start. The
+    /// search stops where a match becomes impossible instead of looking for
+    /// a later start, so a run of keywords cannot make it quadratic.
+    at_hit: Option<(Regex, Regex)>,
+    span: usize,
+    min_kw: usize,
+    max_kw: usize,
+}
+
+/// One owner of a prefilter pattern: a rule and, for a case-sensitive
+/// keyword, the exact bytes to check.
+#[derive(Debug, Clone)]
+struct Owner {
+    rule: u32,
+    exact: Option<Vec<u8>>,
+}
+
+/// A compiled, immutable rule set shared by every worker.
+#[derive(Debug)]
+pub struct RuleSet {
+    rules: Vec<Rule>,
+    specs: Vec<RuleSpec>,
+    pf: prefilter::Prefilter,
+    owners: Vec<Vec<Owner>>,
+    context_len: usize,
+    max_span: usize,
+    forced: Option<PrefilterKind>,
+}
+
+/// Per-worker scratch space, reused across calls to [`RuleSet::scan`].
+#[derive(Debug, Default)]
+pub struct Scratch {
+    folded: Vec<u8>,
+    hits: Vec<(u32, usize)>,
+    cands: Vec<Cand>,
+    locs: Vec<Option<CaptureLocations>>,
+    /// Capture slots of the two anchored variants, per rule.
+    locs_at: Vec<Option<(CaptureLocations, CaptureLocations)>>,
+    path: Option<String>,
+    /// `path_off[r]`: rule `r` does not apply to the current path.
+    path_off: Vec<bool>,
+    path_dirty: bool,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        Scratch {
+            path_dirty: true,
+            ..Scratch::default()
+        }
+    }
+
+    /// Sets the path of the file being scanned (archive members as
+    /// `outer.zip!inner/file`). Rules with a `path` regex and allowlists
+    /// with `paths` consult it; while it is `None`, a rule restricted to
+    /// some paths does not run and no path allowlist applies.
+    pub fn set_path(&mut self, path: Option<&str>) {
+        if self.path.as_deref() != path {
+            self.path = path.map(str::to_owned);
+            self.path_dirty = true;
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Cand {
+    rule: u32,
+    start: usize,
+    end: usize,
+    ss: usize,
+    se: usize,
+}
+
+fn rule_err(id: &str, message: impl Into<String>) -> RuleError {
+    RuleError::Rule {
+        id: id.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// Compiles `pattern` the way rule regexes are compiled: bytes, ASCII
+/// classes when possible, and Unicode only when the pattern needs it.
+fn compile(pattern: &str) -> Result<(Regex, regex_syntax::hir::Hir), String> {
+    let mut last = String::new();
+    for unicode in [false, true] {
+        let re = RegexBuilder::new(pattern)
+            .unicode(unicode)
+            .size_limit(32 << 20)
+            .build();
+        let hir = regex_syntax::ParserBuilder::new()
+            .unicode(unicode)
+            .utf8(false)
+            .build()
+            .parse(pattern);
+        match (re, hir) {
+            (Ok(re), Ok(hir)) => return Ok((re, hir)),
+            (Err(e), _) => last = e.to_string(),
+            (_, Err(e)) => last = e.to_string(),
+        }
+    }
+    Err(last)
+}
+
+fn compile_list(id: &str, what: &str, pats: &[String]) -> Result<Vec<Regex>, RuleError> {
+    pats.iter()
+        .map(|p| {
+            compile(p)
+                .map(|(r, _)| r)
+                .map_err(|e| rule_err(id, format!("bad {what} regex {p:?}: {e}")))
+        })
+        .collect()
+}
+
+fn prefix_literals(hir: &regex_syntax::hir::Hir) -> Option<Vec<Vec<u8>>> {
+    let mut ex = Extractor::new();
+    ex.kind(ExtractKind::Prefix).limit_total(64);
+    let seq = ex.extract(hir);
+    let lits = seq.literals()?;
+    if lits.is_empty() {
+        return None;
+    }
+    let mut out: Vec<Vec<u8>> = lits
+        .iter()
+        .map(|l| l.as_bytes().to_ascii_lowercase())
+        .collect();
+    out.sort();
+    out.dedup();
+    Some(out)
+}
+
+impl Rule {
+    fn compile(spec: &RuleSpec) -> Result<Rule, RuleError> {
+        let id = spec.id.as_str();
+        if id.is_empty() || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(rule_err(id, "id must be non-empty and have no whitespace"));
+        }
+        if spec.regex.is_empty() {
+            return Err(rule_err(id, "no regex (path-only rules are not supported)"));
+        }
+        let (regex, hir) =
+            compile(&spec.regex).map_err(|e| rule_err(id, format!("bad regex: {e}")))?;
+        let groups = regex.captures_len();
+        if let Some(g) = spec.secret_group {
+            if g >= groups {
+                return Err(rule_err(
+                    id,
+                    format!(
+                        "secretGroup {g} but the regex has only {} capture group(s)",
+                        groups - 1
+                    ),
+                ));
+            }
+        }
+        let span = match (spec.max_len, hir.properties().maximum_len()) {
+            (Some(0), _) => return Err(rule_err(id, "maxLength must be positive")),
+            (Some(m), Some(r)) => m.min(r),
+            (Some(m), None) => m,
+            (None, Some(r)) => r,
+            (None, None) => DEFAULT_MAX_LEN,
+        };
+        if span > MAX_RULE_LEN {
+            return Err(rule_err(
+                id,
+                format!(
+                    "matches may be {span} bytes long; the limit is {MAX_RULE_LEN} (set maxLength)"
+                ),
+            ));
+        }
+        let prefixes = prefix_literals(&hir);
+        let (keywords, case_sensitive): (Vec<Vec<u8>>, bool) = if spec.keywords.is_empty() {
+            match &prefixes {
+                Some(p) if p.iter().all(|l| l.len() >= MIN_DERIVED_KEYWORD) => (p.clone(), false),
+                _ => {
+                    return Err(rule_err(
+                        id,
+                        "no keywords, and no literal prefix of 3+ bytes can be derived from the regex; add keywords",
+                    ))
+                }
+            }
+        } else {
+            let kws: Vec<Vec<u8>> = spec
+                .keywords
+                .iter()
+                .map(|k| k.as_bytes().to_vec())
+                .collect();
+            if let Some(k) = spec.keywords.iter().find(|k| k.is_empty()) {
+                return Err(rule_err(id, format!("empty keyword {k:?}")));
+            }
+            (kws, spec.keywords_case_sensitive)
+        };
+        let min_kw = keywords.iter().map(Vec::len).min().unwrap_or(0);
+        let max_kw = keywords.iter().map(Vec::len).max().unwrap_or(0);
+        if min_kw > span {
+            return Err(rule_err(
+                id,
+                format!("a keyword is longer than the longest possible match ({span} bytes)"),
+            ));
+        }
+        let lower_kws: Vec<Vec<u8>> = keywords.iter().map(|k| k.to_ascii_lowercase()).collect();
+        let anchored = prefixes.as_ref().is_some_and(|lits| {
+            lits.iter()
+                .all(|l| lower_kws.iter().any(|k| l.starts_with(k)))
+        });
+        let path = spec
+            .path
+            .as_deref()
+            .map(|p| {
+                compile(p)
+                    .map(|(r, _)| r)
+                    .map_err(|e| rule_err(id, format!("bad path regex: {e}")))
+            })
+            .transpose()?;
+        let mut allowlists = Vec::new();
+        for a in &spec.allowlists {
+            if a.is_empty() {
+                return Err(rule_err(
+                    id,
+                    "an allowlist has no regexes, stopwords or paths",
+                ));
+            }
+            allowlists.push(Allowlist {
+                condition: a.condition,
+                target: a.regex_target,
+                regexes: compile_list(id, "allowlist", &a.regexes)?,
+                stopwords: a
+                    .stopwords
+                    .iter()
+                    .map(|s| s.as_bytes().to_ascii_lowercase())
+                    .collect(),
+                paths: compile_list(id, "allowlist path", &a.paths)?,
+            });
+        }
+        if let Some(e) = spec.entropy {
+            if !(0.0..=8.0).contains(&e) {
+                return Err(rule_err(
+                    id,
+                    format!("entropy {e} is outside 0..=8 bits per byte"),
+                ));
+            }
+        }
+        if let Some(t) = &spec.template {
+            template::validate(t, false).map_err(|e| rule_err(id, e.0))?;
+        }
+        let info = RuleInfo {
+            id: spec.id.clone(),
+            description: spec.description.clone(),
+            family: spec.family.clone(),
+            keywords: keywords
+                .iter()
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .collect(),
+            priority: spec.priority,
+            template: spec.template.clone(),
+            examples: spec.examples.clone(),
+            counter_examples: spec.counter_examples.clone(),
+            max_len: span,
+            anchored,
+        };
+        let _ = case_sensitive;
+        let at_hit = if anchored {
+            let after = compile(&format!("^(?s-u:.)(?:{})", spec.regex)).map(|(r, _)| r);
+            let start = compile(&format!("^(?:{})", spec.regex)).map(|(r, _)| r);
+            match (after, start) {
+                (Ok(a), Ok(s)) => Some((a, s)),
+                (Err(e), _) | (_, Err(e)) => return Err(rule_err(id, format!("bad regex: {e}"))),
+            }
+        } else {
+            None
+        };
+        Ok(Rule {
+            info,
+            regex,
+            secret_group: spec.secret_group,
+            groups,
+            entropy: spec.entropy.unwrap_or(0.0),
+            min_classes: spec.min_char_classes,
+            placeholder: spec.placeholder_check,
+            path,
+            allowlists,
+            anchored,
+            at_hit,
+            span,
+            min_kw,
+            max_kw,
+        })
+    }
+
+    /// Bytes before and after a secret start that scanning for this rule
+    /// may read (see README.md, "Reach").
+    fn reach(&self) -> usize {
+        let window = if self.anchored {
+            self.span
+        } else {
+            2 * self.span - self.min_kw
+        };
+        window.max(self.span + LINE_CLIP) + LOOK_SLACK
+    }
+
+    /// Specificity: larger is more specific.
+    fn rank(&self, idx: u32) -> (i32, bool, usize, std::cmp::Reverse<u32>) {
+        (
+            self.info.priority,
+            self.anchored,
+            self.max_kw,
+            std::cmp::Reverse(idx),
+        )
+    }
+}
+
+impl RuleSet {
+    /// The built-in rules (see RULES.md).
+    pub fn builtin() -> RuleSet {
+        RuleSet::from_specs(builtin::specs()).expect("built-in rules compile")
+    }
+
+    /// The built-in rules as specs (to extend or edit before compiling).
+    pub fn builtin_specs() -> Vec<RuleSpec> {
+        builtin::specs()
+    }
+
+    /// Compiles `specs`. Ids must be unique.
+    pub fn from_specs(specs: Vec<RuleSpec>) -> Result<RuleSet, RuleError> {
+        RuleSet::build(specs, None)
+    }
+
+    fn build(specs: Vec<RuleSpec>, forced: Option<PrefilterKind>) -> Result<RuleSet, RuleError> {
+        if specs.is_empty() {
+            return Err(RuleError::Empty);
+        }
+        let mut seen = std::collections::HashSet::new();
+        for s in &specs {
+            if !seen.insert(s.id.as_str()) {
+                return Err(RuleError::DuplicateId(s.id.clone()));
+            }
+        }
+        let rules = specs
+            .iter()
+            .map(Rule::compile)
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut patterns: Vec<Vec<u8>> = Vec::new();
+        let mut index = std::collections::HashMap::new();
+        let mut owners: Vec<Vec<Owner>> = Vec::new();
+        for (r, (rule, spec)) in rules.iter().zip(&specs).enumerate() {
+            let cs = spec.keywords_case_sensitive && !spec.keywords.is_empty();
+            for kw in &rule.info.keywords {
+                let lower = kw.as_bytes().to_ascii_lowercase();
+                let id = *index.entry(lower.clone()).or_insert_with(|| {
+                    patterns.push(lower);
+                    owners.push(Vec::new());
+                    patterns.len() - 1
+                });
+                let owner = Owner {
+                    rule: r as u32,
+                    exact: cs.then(|| kw.as_bytes().to_vec()),
+                };
+                let list = &mut owners[id];
+                // A rule listed twice for one pattern (keywords differing
+                // only in case) must still run once per hit.
+                if let Some(o) = list.iter_mut().find(|o| o.rule == owner.rule) {
+                    if o.exact.is_some() && owner.exact.is_none() {
+                        *o = owner;
+                    }
+                } else {
+                    list.push(owner);
+                }
+            }
+        }
+        let pf = prefilter::Prefilter::new(patterns, forced);
+        let max_span = rules.iter().map(|r| r.span).max().unwrap_or(0);
+        let context_len = DEDUP_RADIUS + rules.iter().map(Rule::reach).max().unwrap_or(0);
+        Ok(RuleSet {
+            rules,
+            specs,
+            pf,
+            owners,
+            context_len,
+            max_span,
+            forced,
+        })
+    }
+
+    /// Reads a gitleaks-format TOML rule file (see RULES.md).
+    pub fn load_toml(text: &str) -> Result<Vec<RuleSpec>, RuleError> {
+        toml_load::load(text)
+    }
+
+    /// Removes the rules with these ids (`--exclude-rule`). Rule ids of the
+    /// remaining rules are renumbered.
+    pub fn exclude(&mut self, ids: &[String]) -> Result<(), RuleError> {
+        for id in ids {
+            if !self.specs.iter().any(|s| &s.id == id) {
+                return Err(RuleError::UnknownRule(id.clone()));
+            }
+        }
+        let specs: Vec<RuleSpec> = self
+            .specs
+            .iter()
+            .filter(|s| !ids.contains(&s.id))
+            .cloned()
+            .collect();
+        *self = RuleSet::build(specs, self.forced)?;
+        Ok(())
+    }
+
+    /// Rebuilds the keyword prefilter with the given engine (benchmarks).
+    #[doc(hidden)]
+    pub fn with_prefilter(self, kind: PrefilterKind) -> RuleSet {
+        RuleSet::build(self.specs, Some(kind)).expect("rules compiled before")
+    }
+
+    /// Number of distinct (lowercased) keywords the prefilter searches for.
+    pub fn keyword_count(&self) -> usize {
+        self.pf.patterns.len()
+    }
+
+    /// The distinct lowercased keywords (diagnostics).
+    #[doc(hidden)]
+    pub fn keyword_list(&self) -> Vec<String> {
+        self.pf
+            .patterns
+            .iter()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect()
+    }
+
+    /// The keyword engine in use.
+    pub fn prefilter_kind(&self) -> PrefilterKind {
+        self.pf.kind()
+    }
+
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    pub fn rule(&self, id: RuleId) -> &RuleInfo {
+        &self.rules[id.0 as usize].info
+    }
+
+    /// The rule with this id string.
+    pub fn find(&self, id: &str) -> Option<RuleId> {
+        self.rules
+            .iter()
+            .position(|r| r.info.id == id)
+            .map(|i| RuleId(i as u32))
+    }
+
+    /// Every rule id, in order.
+    pub fn ids(&self) -> impl Iterator<Item = RuleId> {
+        (0..self.rules.len() as u32).map(RuleId)
+    }
+
+    /// How far (bytes) scanning may read before `owned.start` and after
+    /// `owned.end`; the chunk overlap is derived from it. Covers the longest
+    /// match of every rule (private keys included), the window searched
+    /// around a keyword, the overlap-dedup radius and the clipped line.
+    pub fn context_len(&self) -> usize {
+        self.context_len
+    }
+
+    /// A fresh secret for rule `id` from its template that passes the rule's
+    /// own secret checks (entropy, placeholder, classes); `None` if the rule
+    /// has no template or 1000 draws all failed.
+    pub fn generate_secret(&self, id: RuleId, rng: &mut Rng) -> Option<String> {
+        let rule = &self.rules[id.0 as usize];
+        let t = rule.info.template.as_deref()?;
+        (0..1000)
+            .map(|_| template::render(t, rng, None))
+            .find(|s| rule.secret_passes(s.as_bytes()))
+    }
+
+    /// Reports every match whose secret starts in `owned` (see the trait
+    /// of chunk independence in README.md). The caller guarantees
+    /// `context_len()` bytes of `buf` before `owned.start` and after
+    /// `owned.end`, except where `buf` starts or ends with the file. One
+    /// match per secret occurrence: of candidates whose secrets overlap, the
+    /// most specific wins (priority, then anchored prefix, then longest
+    /// keyword, then earlier rule). Matches are appended sorted by secret
+    /// start.
+    pub fn scan(
+        &self,
+        buf: &[u8],
+        owned: Range<usize>,
+        scratch: &mut Scratch,
+        out: &mut Vec<Match>,
+    ) {
+        assert!(
+            owned.start <= owned.end && owned.end <= buf.len(),
+            "owned range outside the buffer"
+        );
+        if owned.is_empty() {
+            return;
+        }
+        self.refresh_path(scratch);
+        let reach = DEDUP_RADIUS + self.max_span;
+        let rs = owned.start.saturating_sub(reach);
+        let re = (owned.end + reach).min(buf.len());
+        scratch.hits.clear();
+        if self.pf.needs_folding() {
+            prefilter::fold_into(&buf[rs..re], &mut scratch.folded);
+            self.pf.find_all(&scratch.folded, &mut scratch.hits);
+        } else {
+            self.pf.find_all(&buf[rs..re], &mut scratch.hits);
+        }
+        scratch.cands.clear();
+        if scratch.locs.len() != self.rules.len() {
+            scratch.locs = (0..self.rules.len()).map(|_| None).collect();
+            scratch.locs_at = (0..self.rules.len()).map(|_| None).collect();
+        }
+        let hits = std::mem::take(&mut scratch.hits);
+        for &(pid, pos) in &hits {
+            let hs = rs + pos;
+            let he = hs + self.pf.patterns[pid as usize].len();
+            for owner in &self.owners[pid as usize] {
+                if let Some(exact) = &owner.exact {
+                    if &buf[hs..he] != exact.as_slice() {
+                        continue;
+                    }
+                }
+                self.confirm(owner.rule, hs, he, buf, &owned, scratch);
+            }
+        }
+        scratch.hits = hits;
+        self.resolve(buf, &owned, scratch, out);
+    }
+
+    fn refresh_path(&self, scratch: &mut Scratch) {
+        if !scratch.path_dirty && scratch.path_off.len() == self.rules.len() {
+            return;
+        }
+        scratch.path_off = self
+            .rules
+            .iter()
+            .map(|r| match (&r.path, &scratch.path) {
+                (None, _) => false,
+                (Some(re), Some(p)) => !re.is_match(p.as_bytes()),
+                (Some(_), None) => true,
+            })
+            .collect();
+        scratch.path_dirty = false;
+    }
+
+    /// Runs rule `r`'s regex in the window around the keyword hit
+    /// `hs..he` and records the matches that contain the hit.
+    fn confirm(
+        &self,
+        r: u32,
+        hs: usize,
+        he: usize,
+        buf: &[u8],
+        owned: &Range<usize>,
+        scratch: &mut Scratch,
+    ) {
+        let rule = &self.rules[r as usize];
+        if scratch.path_off[r as usize] {
+            return;
+        }
+        // A candidate with its secret start in owned ± DEDUP_RADIUS contains
+        // its hit and is at most `span` long.
+        let lim = DEDUP_RADIUS + rule.span;
+        if he + lim < owned.start || hs > owned.end + lim {
+            return;
+        }
+        if let Some((after, start)) = &rule.at_hit {
+            let we = (hs + rule.span + LOOK_SLACK).min(buf.len());
+            let (re, base, which) = if hs > 0 {
+                (after, hs - 1, 0)
+            } else {
+                (start, hs, 1)
+            };
+            let pair = scratch.locs_at[r as usize]
+                .get_or_insert_with(|| (after.capture_locations(), start.capture_locations()));
+            let locs = if which == 0 { &mut pair.0 } else { &mut pair.1 };
+            if let Some(m) = re.captures_read_at(locs, &buf[base..we], 0) {
+                let me = base + m.end();
+                if me >= he && me - hs <= rule.span {
+                    if let Some((ss, se)) = rule.secret_span(locs, base, hs, me) {
+                        scratch.cands.push(Cand {
+                            rule: r,
+                            start: hs,
+                            end: me,
+                            ss,
+                            se,
+                        });
+                    }
+                }
+            }
+            return;
+        }
+        let klen = he - hs;
+        let (ws, we) = if rule.anchored {
+            (hs, (hs + rule.span).min(buf.len()))
+        } else {
+            let side = rule.span - klen.min(rule.span);
+            (hs.saturating_sub(side), (he + side).min(buf.len()))
+        };
+        let hay = &buf[..(we + LOOK_SLACK).min(buf.len())];
+        let locs = scratch.locs[r as usize].get_or_insert_with(|| rule.regex.capture_locations());
+        let mut at = ws;
+        while at <= we {
+            let Some(m) = rule.regex.captures_read_at(locs, hay, at) else {
+                break;
+            };
+            let (ms, me) = (m.start(), m.end());
+            if ms > hs {
+                break;
+            }
+            if me >= he && me - ms <= rule.span && (!rule.anchored || ms == hs) {
+                if let Some((ss, se)) = rule.secret_span(locs, 0, ms, me) {
+                    scratch.cands.push(Cand {
+                        rule: r,
+                        start: ms,
+                        end: me,
+                        ss,
+                        se,
+                    });
+                }
+            }
+            if rule.anchored {
+                break;
+            }
+            at = if me > ms { me } else { me + 1 };
+        }
+    }
+
+    fn resolve(
+        &self,
+        buf: &[u8],
+        owned: &Range<usize>,
+        scratch: &mut Scratch,
+        out: &mut Vec<Match>,
+    ) {
+        let cands = &mut scratch.cands;
+        cands.sort_unstable_by_key(|c| (c.ss, c.se, c.rule, c.start, c.end));
+        cands.dedup_by(|b, a| (a.ss, a.se, a.rule) == (b.ss, b.se, b.rule));
+        let rank = |c: &Cand| {
+            let rule = &self.rules[c.rule as usize];
+            (rule.rank(c.rule), std::cmp::Reverse(c.ss), c.se - c.ss)
+        };
+        let overlap = |a: &Cand, b: &Cand| a.ss < b.se && b.ss < a.se;
+        for i in 0..cands.len() {
+            let a = cands[i];
+            if !owned.contains(&a.ss) {
+                continue;
+            }
+            let ra = rank(&a);
+            let beaten = cands[..i]
+                .iter()
+                .rev()
+                .take_while(|b| b.ss + DEDUP_RADIUS >= a.ss)
+                .chain(
+                    cands[i + 1..]
+                        .iter()
+                        .take_while(|b| b.ss <= a.ss + DEDUP_RADIUS),
+                )
+                .any(|b| overlap(&a, b) && rank(b) > ra);
+            if beaten {
+                continue;
+            }
+            let rule = &self.rules[a.rule as usize];
+            if rule.accepts(buf, &a, scratch.path.as_deref()) {
+                out.push(Match {
+                    rule: RuleId(a.rule),
+                    start: a.start,
+                    end: a.end,
+                    secret_start: a.ss,
+                    secret_end: a.se,
+                });
+            }
+        }
+    }
+}
+
+impl Rule {
+    /// The secret of a match `ms..me` whose capture slots are relative to
+    /// `off`.
+    fn secret_span(
+        &self,
+        locs: &CaptureLocations,
+        off: usize,
+        ms: usize,
+        me: usize,
+    ) -> Option<(usize, usize)> {
+        let span = match self.secret_group {
+            Some(g) => locs.get(g).map(|(s, e)| (off + s, off + e))?,
+            None if self.groups > 1 => (1..self.groups)
+                .filter_map(|g| locs.get(g))
+                .find(|(s, e)| e > s)
+                .map(|(s, e)| (off + s, off + e))?,
+            None => (ms, me),
+        };
+        (span.1 > span.0).then_some(span)
+    }
+
+    /// The checks on the secret alone.
+    fn secret_passes(&self, secret: &[u8]) -> bool {
+        filters::shannon_entropy(secret) >= self.entropy
+            && filters::char_classes(secret) >= self.min_classes
+            && !(self.placeholder && filters::is_placeholder(secret))
+    }
+
+    fn accepts(&self, buf: &[u8], c: &Cand, path: Option<&str>) -> bool {
+        let secret = &buf[c.ss..c.se];
+        if !self.secret_passes(secret) {
+            return false;
+        }
+        !self.allowlists.iter().any(|a| a.covers(buf, c, path))
+    }
+}
+
+impl Allowlist {
+    fn covers(&self, buf: &[u8], c: &Cand, path: Option<&str>) -> bool {
+        let mut verdicts = Vec::with_capacity(3);
+        if !self.regexes.is_empty() {
+            let target = match self.target {
+                RegexTarget::Secret => &buf[c.ss..c.se],
+                RegexTarget::Match => &buf[c.start..c.end],
+                RegexTarget::Line => {
+                    let lo = c.start.saturating_sub(LINE_CLIP);
+                    let hi = (c.end + LINE_CLIP).min(buf.len());
+                    let s = memchr::memrchr(b'\n', &buf[lo..c.start]).map_or(lo, |p| lo + p + 1);
+                    let e = memchr::memchr(b'\n', &buf[c.end..hi]).map_or(hi, |p| c.end + p);
+                    &buf[s..e]
+                }
+            };
+            verdicts.push(self.regexes.iter().any(|r| r.is_match(target)));
+        }
+        if !self.stopwords.is_empty() {
+            let lower = buf[c.ss..c.se].to_ascii_lowercase();
+            verdicts.push(
+                self.stopwords
+                    .iter()
+                    .any(|w| memchr::memmem::find(&lower, w).is_some()),
+            );
+        }
+        if !self.paths.is_empty() {
+            verdicts
+                .push(path.is_some_and(|p| self.paths.iter().any(|r| r.is_match(p.as_bytes()))));
+        }
+        match self.condition {
+            Condition::Or => verdicts.iter().any(|&v| v),
+            Condition::And => verdicts.iter().all(|&v| v),
+        }
+    }
+}

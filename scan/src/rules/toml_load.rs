@@ -1,0 +1,355 @@
+//! Reads gitleaks-format TOML rule files (plus magpie's extension keys; see
+//! RULES.md) into [`RuleSpec`]s.
+
+use toml::{Table, Value};
+
+use super::spec::{AllowlistSpec, Condition, RegexTarget, RuleError, RuleSpec};
+
+const RULE_KEYS: &[&str] = &[
+    "id",
+    "description",
+    "regex",
+    "secretGroup",
+    "keywords",
+    "entropy",
+    "path",
+    "tags",
+    "allowlist",
+    "allowlists",
+    // magpie extensions
+    "family",
+    "priority",
+    "maxLength",
+    "minCharClasses",
+    "placeholderCheck",
+    "keywordsCaseSensitive",
+    "template",
+    "examples",
+    "counterExamples",
+];
+const ALLOWLIST_KEYS: &[&str] = &[
+    "description",
+    "condition",
+    "regexTarget",
+    "regexes",
+    "stopwords",
+    "paths",
+    "commits",
+    "targetRules",
+];
+const TOP_KEYS: &[&str] = &[
+    "title",
+    "description",
+    "extend",
+    "rules",
+    "allowlist",
+    "allowlists",
+];
+
+fn err_in(id: &str, message: impl Into<String>) -> RuleError {
+    RuleError::Rule {
+        id: id.to_owned(),
+        message: message.into(),
+    }
+}
+
+fn check_keys(t: &Table, allowed: &[&str], owner: &str) -> Result<(), RuleError> {
+    for k in t.keys() {
+        if !allowed.contains(&k.as_str()) {
+            return Err(err_in(
+                owner,
+                format!("unknown key {k:?} (known: {})", allowed.join(", ")),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn string(t: &Table, key: &str, owner: &str) -> Result<Option<String>, RuleError> {
+    match t.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(err_in(
+            owner,
+            format!("{key} must be a string, not {}", v.type_str()),
+        )),
+    }
+}
+
+fn strings(t: &Table, key: &str, owner: &str) -> Result<Vec<String>, RuleError> {
+    match t.get(key) {
+        None => Ok(Vec::new()),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s.clone()),
+                v => Err(err_in(
+                    owner,
+                    format!("{key} must hold strings, found {}", v.type_str()),
+                )),
+            })
+            .collect(),
+        Some(v) => Err(err_in(
+            owner,
+            format!("{key} must be an array of strings, not {}", v.type_str()),
+        )),
+    }
+}
+
+fn integer(t: &Table, key: &str, owner: &str) -> Result<Option<i64>, RuleError> {
+    match t.get(key) {
+        None => Ok(None),
+        Some(Value::Integer(i)) => Ok(Some(*i)),
+        Some(v) => Err(err_in(
+            owner,
+            format!("{key} must be an integer, not {}", v.type_str()),
+        )),
+    }
+}
+
+fn non_negative(t: &Table, key: &str, owner: &str) -> Result<Option<usize>, RuleError> {
+    integer(t, key, owner)?
+        .map(|i| {
+            usize::try_from(i).map_err(|_| err_in(owner, format!("{key} must not be negative")))
+        })
+        .transpose()
+}
+
+fn boolean(t: &Table, key: &str, owner: &str) -> Result<Option<bool>, RuleError> {
+    match t.get(key) {
+        None => Ok(None),
+        Some(Value::Boolean(b)) => Ok(Some(*b)),
+        Some(v) => Err(err_in(
+            owner,
+            format!("{key} must be a boolean, not {}", v.type_str()),
+        )),
+    }
+}
+
+/// An allowlist table, and the rules it targets (global allowlists only).
+fn allowlist(t: &Table, owner: &str) -> Result<(AllowlistSpec, Vec<String>), RuleError> {
+    check_keys(t, ALLOWLIST_KEYS, owner)?;
+    let condition = match string(t, "condition", owner)?
+        .as_deref()
+        .map(str::to_ascii_uppercase)
+        .as_deref()
+    {
+        None | Some("OR") => Condition::Or,
+        Some("AND") => Condition::And,
+        Some(c) => {
+            return Err(err_in(
+                owner,
+                format!("allowlist condition {c:?} is not OR or AND"),
+            ))
+        }
+    };
+    let regex_target = match string(t, "regexTarget", owner)?.as_deref() {
+        None | Some("secret") => RegexTarget::Secret,
+        Some("match") => RegexTarget::Match,
+        Some("line") => RegexTarget::Line,
+        Some(x) => {
+            return Err(err_in(
+                owner,
+                format!("regexTarget {x:?} is not secret, match or line"),
+            ))
+        }
+    };
+    let spec = AllowlistSpec {
+        description: string(t, "description", owner)?.unwrap_or_default(),
+        condition,
+        regex_target,
+        regexes: strings(t, "regexes", owner)?,
+        stopwords: strings(t, "stopwords", owner)?,
+        paths: strings(t, "paths", owner)?,
+    };
+    // `commits` only makes sense for git history; an allowlist holding only
+    // commits never applies to a directory scan.
+    if spec.is_empty() && strings(t, "commits", owner)?.is_empty() {
+        return Err(err_in(
+            owner,
+            "an allowlist has no regexes, stopwords or paths",
+        ));
+    }
+    Ok((spec, strings(t, "targetRules", owner)?))
+}
+
+/// The allowlists under `key` (a table) and `key + "s"` (an array of
+/// tables), skipping commit-only ones.
+fn allowlists(t: &Table, owner: &str) -> Result<Vec<(AllowlistSpec, Vec<String>)>, RuleError> {
+    let mut out = Vec::new();
+    match t.get("allowlist") {
+        None => {}
+        Some(Value::Table(a)) => out.push(allowlist(a, owner)?),
+        Some(v) => {
+            return Err(err_in(
+                owner,
+                format!("allowlist must be a table, not {}", v.type_str()),
+            ))
+        }
+    }
+    match t.get("allowlists") {
+        None => {}
+        Some(Value::Array(items)) => {
+            for v in items {
+                match v {
+                    Value::Table(a) => out.push(allowlist(a, owner)?),
+                    v => {
+                        return Err(err_in(
+                            owner,
+                            format!("allowlists must hold tables, found {}", v.type_str()),
+                        ))
+                    }
+                }
+            }
+        }
+        Some(v) => {
+            return Err(err_in(
+                owner,
+                format!(
+                    "allowlists must be an array of tables, not {}",
+                    v.type_str()
+                ),
+            ))
+        }
+    }
+    out.retain(|(a, _)| !a.is_empty());
+    Ok(out)
+}
+
+fn rule(t: &Table, index: usize) -> Result<RuleSpec, RuleError> {
+    let id = match t.get("id") {
+        Some(Value::String(s)) => s.clone(),
+        _ => {
+            return Err(err_in(
+                &format!("#{}", index + 1),
+                "missing string field id",
+            ))
+        }
+    };
+    check_keys(t, RULE_KEYS, &id)?;
+    let regex = string(t, "regex", &id)?.unwrap_or_default();
+    let mut spec = RuleSpec::new(id.clone(), regex);
+    spec.description = string(t, "description", &id)?.unwrap_or_default();
+    // gitleaks: secretGroup 0 (or absent) = first non-empty group.
+    spec.secret_group = non_negative(t, "secretGroup", &id)?.filter(|&g| g > 0);
+    spec.keywords = strings(t, "keywords", &id)?;
+    spec.entropy = match t.get("entropy") {
+        None => None,
+        Some(Value::Float(f)) => Some(*f),
+        Some(Value::Integer(i)) => Some(*i as f64),
+        Some(v) => {
+            return Err(err_in(
+                &id,
+                format!("entropy must be a number, not {}", v.type_str()),
+            ))
+        }
+    };
+    spec.path = string(t, "path", &id)?;
+    spec.allowlists = allowlists(t, &id)?.into_iter().map(|(a, _)| a).collect();
+    if let Some(f) = string(t, "family", &id)? {
+        spec.family = f;
+    }
+    if let Some(p) = integer(t, "priority", &id)? {
+        spec.priority = i32::try_from(p).map_err(|_| err_in(&id, "priority out of range"))?;
+    }
+    spec.max_len = non_negative(t, "maxLength", &id)?;
+    if let Some(c) = non_negative(t, "minCharClasses", &id)? {
+        spec.min_char_classes = u8::try_from(c)
+            .ok()
+            .filter(|&c| c <= 4)
+            .ok_or_else(|| err_in(&id, "minCharClasses must be 0..=4"))?;
+    }
+    if let Some(b) = boolean(t, "placeholderCheck", &id)? {
+        spec.placeholder_check = b;
+    }
+    if let Some(b) = boolean(t, "keywordsCaseSensitive", &id)? {
+        spec.keywords_case_sensitive = b;
+    }
+    spec.template = string(t, "template", &id)?;
+    spec.examples = strings(t, "examples", &id)?;
+    spec.counter_examples = strings(t, "counterExamples", &id)?;
+    if spec.regex.is_empty() {
+        let what = if spec.path.is_some() {
+            "path-only rules (no regex) are not supported"
+        } else {
+            "missing field regex"
+        };
+        return Err(err_in(&id, what));
+    }
+    Ok(spec)
+}
+
+pub(super) fn load(text: &str) -> Result<Vec<RuleSpec>, RuleError> {
+    let top: Table =
+        toml::from_str(text).map_err(|e| RuleError::Toml(e.to_string().trim_end().to_owned()))?;
+    check_keys(&top, TOP_KEYS, "<file>")?;
+    let mut specs = Vec::new();
+    if let Some(ext) = top.get("extend") {
+        let Value::Table(ext) = ext else {
+            return Err(err_in("<file>", "extend must be a table"));
+        };
+        check_keys(
+            ext,
+            &["useDefault", "disabledRules", "path", "url"],
+            "<extend>",
+        )?;
+        if ext.contains_key("path") || ext.contains_key("url") {
+            return Err(err_in(
+                "<extend>",
+                "extending another file is not supported; load it separately",
+            ));
+        }
+        if boolean(ext, "useDefault", "<extend>")?.unwrap_or(false) {
+            let disabled = strings(ext, "disabledRules", "<extend>")?;
+            specs.extend(
+                super::builtin::specs()
+                    .into_iter()
+                    .filter(|s| !disabled.contains(&s.id)),
+            );
+        }
+    }
+    match top.get("rules") {
+        None => {}
+        Some(Value::Array(items)) => {
+            for (i, v) in items.iter().enumerate() {
+                let Value::Table(t) = v else {
+                    return Err(err_in(
+                        &format!("#{}", i + 1),
+                        "each [[rules]] entry must be a table",
+                    ));
+                };
+                let spec = rule(t, i)?;
+                // A file rule with a built-in's id replaces it (gitleaks'
+                // extend semantics).
+                specs.retain(|s: &RuleSpec| s.id != spec.id || s.family == "custom");
+                specs.push(spec);
+            }
+        }
+        Some(v) => {
+            return Err(err_in(
+                "<file>",
+                format!("rules must be an array of tables, not {}", v.type_str()),
+            ))
+        }
+    }
+    for (global, targets) in allowlists(&top, "<global allowlist>")? {
+        for t in &targets {
+            if !specs.iter().any(|s| &s.id == t) {
+                return Err(err_in(
+                    "<global allowlist>",
+                    format!("targetRules names unknown rule {t:?}"),
+                ));
+            }
+        }
+        for s in specs
+            .iter_mut()
+            .filter(|s| targets.is_empty() || targets.contains(&s.id))
+        {
+            s.allowlists.push(global.clone());
+        }
+    }
+    if specs.is_empty() {
+        return Err(RuleError::Empty);
+    }
+    Ok(specs)
+}

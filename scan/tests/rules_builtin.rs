@@ -1,0 +1,229 @@
+//! The built-in rules against their own examples, placeholders and each
+//! other.
+#![cfg(not(loom))]
+
+use scan::rules::template::{render, Rng};
+use scan::rules::{Match, RuleId, RuleInfo, RuleSet, Scratch};
+
+fn scan_all(rs: &RuleSet, text: &str) -> Vec<Match> {
+    let mut out = Vec::new();
+    rs.scan(
+        text.as_bytes(),
+        0..text.len(),
+        &mut Scratch::new(),
+        &mut out,
+    );
+    out
+}
+
+fn describe(rs: &RuleSet, text: &str, ms: &[Match]) -> Vec<(String, String)> {
+    ms.iter()
+        .map(|m| {
+            (
+                rs.rule(m.rule).id.clone(),
+                text[m.secret_start..m.secret_end].to_string(),
+            )
+        })
+        .collect()
+}
+
+const SEEDS: u64 = 8;
+
+#[test]
+fn builtin_set_has_over_100_rules_each_with_examples_and_a_template() {
+    let rs = RuleSet::builtin();
+    assert!(rs.len() >= 100, "only {} rules", rs.len());
+    for id in rs.ids() {
+        let info = rs.rule(id);
+        assert!(!info.description.is_empty(), "{}", info.id);
+        assert!(
+            !info.family.is_empty() && info.family != "custom",
+            "{}",
+            info.id
+        );
+        assert!(info.template.is_some(), "{} has no template", info.id);
+        assert!(
+            !info.examples.is_empty(),
+            "{} has no positive example",
+            info.id
+        );
+        assert!(
+            !info.counter_examples.is_empty(),
+            "{} has no negative example",
+            info.id
+        );
+        assert!(!info.keywords.is_empty(), "{} has no keyword", info.id);
+    }
+}
+
+/// Renders `examples(rule)` for every rule and seed (with a fresh secret for
+/// `{secret}`), scans each, and lists those where `ok(rule, secret, found)`
+/// is false.
+fn check_examples(
+    examples: impl Fn(&RuleInfo) -> &[String],
+    ok: impl Fn(&RuleInfo, &str, &[(String, String)]) -> bool,
+) {
+    let rs = RuleSet::builtin();
+    let mut failures = Vec::new();
+    for id in rs.ids() {
+        let info = rs.rule(id).clone();
+        for seed in 0..SEEDS {
+            let mut rng = Rng::new(seed * 7919 + u64::from(id.0));
+            let secret = rs
+                .generate_secret(id, &mut rng)
+                .unwrap_or_else(|| panic!("{}: no secret", info.id));
+            for ex in examples(&info) {
+                let text = render(ex, &mut rng, Some(&secret));
+                let found = describe(&rs, &text, &scan_all(&rs, &text));
+                if !ok(&info, &secret, &found) {
+                    failures.push(format!("{}: {text:?} -> {found:?}", info.id));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_positive_example_reports_its_rule_and_exact_secret() {
+    check_examples(
+        |i| &i.examples,
+        |info, secret, found| found == [(info.id.clone(), secret.to_string())],
+    );
+}
+
+#[test]
+fn every_negative_example_reports_nothing() {
+    check_examples(|i| &i.counter_examples, |_, _, found| found.is_empty());
+}
+
+#[test]
+fn documentation_keys_and_placeholders_are_not_reported() {
+    let rs = RuleSet::builtin();
+    // The corpus's placeholder decoys, and a few more.
+    let extra = [
+        "password = \"abcdefghijklmnopqrstuvwxyz\"",
+        "token = '{{ vault_token }}'",
+        "Authorization: Bearer eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+        "-----BEGIN RSA PRIVATE KEY-----\n...\n-----END RSA PRIVATE KEY-----",
+        "password = os.environ[\"DB_PASSWORD\"]",
+        "token = self.tokenizer.next_token_value()",
+    ];
+    for line in scan::corpus::PLACEHOLDER_DECOYS.iter().chain(&extra) {
+        let found = describe(&rs, line, &scan_all(&rs, line));
+        assert!(found.is_empty(), "{line:?} -> {found:?}");
+    }
+}
+
+#[test]
+fn a_specific_rule_wins_over_the_generic_rule_for_the_same_secret() {
+    let rs = RuleSet::builtin();
+    let mut rng = Rng::new(1);
+    let gh = rs.find("github-pat").unwrap();
+    let secret = rs.generate_secret(gh, &mut rng).unwrap();
+    let text = format!("GITHUB_TOKEN = \"{secret}\"\n");
+    assert_eq!(
+        describe(&rs, &text, &scan_all(&rs, &text)),
+        vec![("github-pat".to_string(), secret.clone())]
+    );
+    // Without the specific rule the generic one reports the same secret:
+    // the dedup above really removed a candidate.
+    let mut no_gh = RuleSet::builtin();
+    no_gh.exclude(&["github-pat".to_string()]).unwrap();
+    assert_eq!(
+        describe(&no_gh, &text, &scan_all(&no_gh, &text)),
+        vec![("generic-secret-assignment".to_string(), secret)]
+    );
+}
+
+#[test]
+fn explicit_priority_decides_between_two_specific_rules() {
+    let rs = RuleSet::builtin();
+    let id = rs.find("azure-storage-connection-string").unwrap();
+    let key = rs.generate_secret(id, &mut Rng::new(3)).unwrap();
+    let text = format!("DefaultEndpointsProtocol=https;AccountName=acct01;AccountKey={key};EndpointSuffix=core.windows.net");
+    assert_eq!(
+        describe(&rs, &text, &scan_all(&rs, &text)),
+        vec![("azure-storage-connection-string".into(), key.clone())]
+    );
+    let mut without = RuleSet::builtin();
+    without
+        .exclude(&["azure-storage-connection-string".into()])
+        .unwrap();
+    assert_eq!(
+        describe(&without, &text, &scan_all(&without, &text)),
+        vec![("azure-storage-account-key".into(), key)]
+    );
+}
+
+#[test]
+fn two_secrets_on_one_line_are_both_reported_in_order() {
+    let rs = RuleSet::builtin();
+    let mut rng = Rng::new(5);
+    let a = rs
+        .generate_secret(rs.find("npm-token").unwrap(), &mut rng)
+        .unwrap();
+    let b = rs
+        .generate_secret(rs.find("slack-bot-token").unwrap(), &mut rng)
+        .unwrap();
+    let text = format!("tokens: {a},{b}");
+    assert_eq!(
+        describe(&rs, &text, &scan_all(&rs, &text)),
+        vec![("npm-token".into(), a), ("slack-bot-token".into(), b)]
+    );
+}
+
+#[test]
+fn exclude_rejects_unknown_ids_and_removes_known_ones() {
+    let mut rs = RuleSet::builtin();
+    let n = rs.len();
+    let err = rs.exclude(&["no-such-rule".into()]).unwrap_err();
+    assert_eq!(err.to_string(), "unknown rule id \"no-such-rule\"");
+    assert_eq!(rs.len(), n);
+    rs.exclude(&["jwt".into(), "npm-token".into()]).unwrap();
+    assert_eq!(rs.len(), n - 2);
+    assert!(rs.find("jwt").is_none());
+    assert!(rs.ids().all(|i: RuleId| rs.rule(i).id != "npm-token"));
+}
+
+#[test]
+fn context_len_covers_the_longest_rule() {
+    let rs = RuleSet::builtin();
+    let longest = rs.ids().map(|i| rs.rule(i).max_len).max().unwrap();
+    assert!(
+        rs.context_len() >= longest,
+        "{} < {longest}",
+        rs.context_len()
+    );
+    // The PGP rule is the longest: a block of 12 KiB must be findable.
+    assert_eq!(longest, 12 * 1024);
+}
+
+#[test]
+fn rules_md_lists_every_builtin_rule() {
+    let md = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/RULES.md")).unwrap();
+    let rs = RuleSet::builtin();
+    for id in rs.ids() {
+        let info = rs.rule(id);
+        let row = format!("| `{}` | {} |", info.id, info.family);
+        assert!(
+            md.contains(&row),
+            "RULES.md has no row for {} (regenerate with scan-plant --list-rules)",
+            info.id
+        );
+    }
+    assert!(md.contains(&format!("{} rules are built in", rs.len())));
+}
+
+#[test]
+fn rule_sets_are_shared_and_scratch_moves_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    fn movable<T: Send>() {}
+    shared::<RuleSet>();
+    movable::<Scratch>();
+}
