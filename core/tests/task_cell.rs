@@ -218,7 +218,11 @@ fn panicking_poll_becomes_a_panic_join_error_and_drops_the_future_once() {
         }
     });
     s.run_all();
-    assert_eq!(count(&drops), 1, "the future (and what it held) dropped once");
+    assert_eq!(
+        count(&drops),
+        1,
+        "the future (and what it held) dropped once"
+    );
     let err = join_now(join).unwrap_err();
     assert!(err.is_panic() && !err.is_cancelled());
     assert!(err.to_string().contains("boom"), "{err}");
@@ -422,7 +426,15 @@ fn over_aligned_future_is_polled_at_an_aligned_address() {
 // Wakes
 // ---------------------------------------------------------------------------
 
-fn wait_flag() -> (WaitFlag, Arc<AtomicBool>, Arc<Mutex<Option<Waker>>>, Arc<AtomicUsize>) {
+/// A `WaitFlag` future and the handles to drive it: flag, waker slot, polls.
+type WaitParts = (
+    WaitFlag,
+    Arc<AtomicBool>,
+    Arc<Mutex<Option<Waker>>>,
+    Arc<AtomicUsize>,
+);
+
+fn wait_flag() -> WaitParts {
     let flag = Arc::new(AtomicBool::new(false));
     let slot = Arc::new(Mutex::new(None));
     let polls = counter();
@@ -508,7 +520,11 @@ fn join_handle_polled_with_changing_wakers_wakes_only_the_latest() {
     let (b, wb) = counting_waker();
     assert!(poll_join(&mut join, &wa).is_pending());
     assert!(poll_join(&mut join, &wa).is_pending());
-    assert_eq!(Arc::strong_count(&a), 3, "the same waker is not cloned again");
+    assert_eq!(
+        Arc::strong_count(&a),
+        3,
+        "the same waker is not cloned again"
+    );
     assert!(poll_join(&mut join, &wb).is_pending());
     assert_eq!(Arc::strong_count(&a), 2, "the replaced waker was dropped");
     assert_eq!(Arc::strong_count(&b), 3);
@@ -658,7 +674,9 @@ fn shield_and_current_task_id_outside_a_task_are_errors() {
     assert_eq!(shield_enter(), Err(ShieldError::NotInTask));
     assert_eq!(shield_exit(), Err(ShieldError::NotInTask));
     assert_eq!(current_task_id(), None);
-    assert!(ShieldError::NotInTask.to_string().contains("outside a task"));
+    assert!(ShieldError::NotInTask
+        .to_string()
+        .contains("outside a task"));
 }
 
 #[test]
@@ -839,7 +857,9 @@ fn shutdown_cancels_idle_and_scheduled_tasks_and_keeps_completed_outputs() {
     assert_eq!(count(&drops), 2, "both futures dropped by the sweep");
     assert_eq!(w.count(), 1, "the idle task's joiner was woken");
     assert!(s.0.owned.is_empty());
-    assert!(poll_join(&mut idle, &waker).map(|r| r.unwrap_err().is_cancelled()) == Poll::Ready(true));
+    assert!(
+        poll_join(&mut idle, &waker).map(|r| r.unwrap_err().is_cancelled()) == Poll::Ready(true)
+    );
     assert!(join_now(scheduled).unwrap_err().is_cancelled());
     assert_eq!(join_now(done).unwrap(), 11);
     // The queued entry is stale: running it polls nothing.
@@ -876,7 +896,11 @@ fn dropping_the_registry_cancels_and_frees_what_is_left() {
     let (entry, join) = registry.bind(async { 1 }, owned_elsewhere.clone());
     entry.unwrap().run();
     assert_eq!(join_now(join).unwrap(), 1);
-    assert_eq!(registry.len(), 1, "completed but linked in a foreign registry");
+    assert_eq!(
+        registry.len(),
+        1,
+        "completed but linked in a foreign registry"
+    );
     let (entry, join) = registry.bind(Never, owned_elsewhere.clone());
     drop(entry); // cancels; still linked here
     assert!(join_now(join).unwrap_err().is_cancelled());

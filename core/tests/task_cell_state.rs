@@ -13,10 +13,7 @@ fn owned_idle() -> State {
     // SCHEDULED, 3 refs -> RUNNING -> IDLE (the worker's ref dropped): 2 refs.
     let s = State::new_owned();
     assert_eq!(s.transition_to_running(), TransitionToRunning::Success);
-    assert_eq!(
-        s.transition_to_idle_keep_ref(),
-        TransitionToIdleKeepRef::Ok
-    );
+    assert_eq!(s.transition_to_idle_keep_ref(), TransitionToIdleKeepRef::Ok);
     s
 }
 
@@ -65,7 +62,7 @@ fn running_or_stale_releases_an_entry_made_stale_by_shutdown() {
     assert_eq!(s.load().ref_count(), 2);
     let _ = s.transition_to_complete();
     assert!(!s.ref_dec()); // the sweep's (registry's) reference
-    // The handle's is the last; had the stale entry come last:
+                           // The handle's is the last; had the stale entry come last:
     let t = State::new_owned();
     assert_eq!(t.transition_to_shutdown(), TransitionToShutdown::Claimed);
     let _ = t.transition_to_complete();
@@ -103,7 +100,11 @@ fn idle_keep_ref_with_notified_adds_the_entrys_reference() {
     );
     let snap = s.load();
     assert!(snap.is_scheduled() && !snap.is_notified());
-    assert_eq!(snap.ref_count(), 4, "worker keeps its ref, the entry gets one");
+    assert_eq!(
+        snap.ref_count(),
+        4,
+        "worker keeps its ref, the entry gets one"
+    );
     assert!(!s.ref_dec());
 }
 
@@ -199,13 +200,25 @@ fn shutdown_claims_idle_and_scheduled_marks_running_and_skips_complete() {
     assert_eq!(snap.ref_count(), 2, "no reference change");
 
     let queued = State::new_owned();
-    assert_eq!(queued.transition_to_notified(), TransitionToNotified::DoNothing);
-    assert_eq!(queued.transition_to_shutdown(), TransitionToShutdown::Claimed);
+    assert_eq!(
+        queued.transition_to_notified(),
+        TransitionToNotified::DoNothing
+    );
+    assert_eq!(
+        queued.transition_to_shutdown(),
+        TransitionToShutdown::Claimed
+    );
     assert!(!queued.load().is_notified());
 
     let running = State::new_owned();
-    assert_eq!(running.transition_to_running(), TransitionToRunning::Success);
-    assert_eq!(running.transition_to_shutdown(), TransitionToShutdown::Running);
+    assert_eq!(
+        running.transition_to_running(),
+        TransitionToRunning::Success
+    );
+    assert_eq!(
+        running.transition_to_shutdown(),
+        TransitionToShutdown::Running
+    );
     let snap = running.load();
     assert!(snap.is_running() && snap.is_cancelled());
 
@@ -213,7 +226,10 @@ fn shutdown_claims_idle_and_scheduled_marks_running_and_skips_complete() {
     assert_eq!(done.transition_to_running(), TransitionToRunning::Success);
     let _ = done.transition_to_complete();
     let before = done.load();
-    assert_eq!(done.transition_to_shutdown(), TransitionToShutdown::Complete);
+    assert_eq!(
+        done.transition_to_shutdown(),
+        TransitionToShutdown::Complete
+    );
     assert_eq!(done.load(), before);
 }
 

@@ -177,19 +177,21 @@ fn worker(s: Sched, q: usize) -> (usize, usize) {
         while !joins.is_empty() {
             s.run_queue(q);
             s.drain_mailbox(batch % 2 == 0 || q % 2 == 0);
-            joins.retain_mut(|j| match Pin::new(j).poll(&mut Context::from_waker(waker)) {
-                Poll::Ready(Ok(token)) => {
-                    assert!(token.is_some());
-                    ok += 1;
-                    false
-                }
-                Poll::Ready(Err(e)) => {
-                    assert!(e.is_cancelled(), "{e:?}");
-                    cancelled += 1;
-                    false
-                }
-                Poll::Pending => true,
-            });
+            joins.retain_mut(
+                |j| match Pin::new(j).poll(&mut Context::from_waker(waker)) {
+                    Poll::Ready(Ok(token)) => {
+                        assert!(token.is_some());
+                        ok += 1;
+                        false
+                    }
+                    Poll::Ready(Err(e)) => {
+                        assert!(e.is_cancelled(), "{e:?}");
+                        cancelled += 1;
+                        false
+                    }
+                    Poll::Pending => true,
+                },
+            );
             std::thread::yield_now();
         }
     }
@@ -226,7 +228,11 @@ fn million_spawn_complete_cycles_across_threads_drop_every_token_once_and_free_e
     // Kinds 0, 2 and 4 are awaited and Ok, kind 3 Cancelled, kind 1 detached.
     assert_eq!(ok + cancelled + total / KINDS, total);
     assert_eq!(cancelled, total / KINDS);
-    assert!(s.0.owned.is_empty(), "{} tasks still linked", s.0.owned.len());
+    assert!(
+        s.0.owned.is_empty(),
+        "{} tasks still linked",
+        s.0.owned.len()
+    );
     assert_eq!(
         s.0.tokens_dropped.load(Ordering::Relaxed),
         total,

@@ -205,7 +205,7 @@ impl RawTask {
         // SAFETY: (caller) this is the only access left, and the cell is fully
         // initialized. Struct drop glue drops every field even if one panics;
         // the panic is caught (a free must not unwind into a waker's drop).
-        let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+        let res = harness::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
             ptr::drop_in_place(cell)
         }));
         if let Err(payload) = res {
