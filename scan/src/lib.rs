@@ -24,4 +24,3 @@ pub fn run(_config: cli::Config) -> Result<report::Outcome, report::ScanError> {
         "the scanner is not built yet (issue 5); nothing was scanned".into(),
     ))
 }
-
