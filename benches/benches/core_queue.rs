@@ -26,7 +26,7 @@ use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
 use crossbeam_deque::{Steal as CbSteal, Worker};
 use magpie_core::queue::{self, Inject};
 
-const ROUNDS: usize = 2;
+const ROUNDS: usize = 3;
 const GROUP_PAIRS: &str = "core_queue_push_pop";
 const GROUP_STEAL: &str = "core_queue_steal_half";
 /// Pairs per timed iteration (criterion reports per element).

@@ -92,12 +92,13 @@ fn owner_stealers_and_injector_see_every_task_exactly_once() {
             let mut owner = owner;
             let mut rng = Rng(0x9e37_79b9);
             let mut next = 0;
+            let mut overflowed = 0;
             while next < OWNER_TASKS {
                 // Push a burst of 1..=4, pop 0..=2: the ring drifts up to full
                 // and overflows now and then.
                 let burst = (rng.next() % 4 + 1).min(OWNER_TASKS - next);
                 for _ in 0..burst {
-                    owner.push_back_or_overflow(next, &inject);
+                    overflowed += owner.push_back_or_overflow(next, &inject);
                     next += 1;
                 }
                 for _ in 0..rng.next() % 3 {
@@ -111,7 +112,7 @@ fn owner_stealers_and_injector_see_every_task_exactly_once() {
                     }
                 }
             }
-            owner
+            (owner, overflowed)
         })
     };
 
@@ -146,6 +147,7 @@ fn owner_stealers_and_injector_see_every_task_exactly_once() {
                 .collect();
             thread::spawn(move || {
                 let mut rng = Rng(0x2545_f491 + me as u32);
+                let mut steals = 0usize;
                 // Relaxed: `stop` only ends the loop; the queues are drained
                 // after join, which orders everything.
                 while !stop.load(Ordering::Relaxed) {
@@ -156,6 +158,7 @@ fn owner_stealers_and_injector_see_every_task_exactly_once() {
                     let victim = &victims[rng.next() as usize % victims.len()];
                     if let Some(task) = victim.steal_into(&mut mine) {
                         seen.record(task);
+                        steals += 1;
                         continue;
                     }
                     if let Some(task) = inject.pop_batch_into(&mut mine, WORKERS) {
@@ -164,18 +167,22 @@ fn owner_stealers_and_injector_see_every_task_exactly_once() {
                     }
                     thread::yield_now();
                 }
-                mine
+                (mine, steals)
             })
         })
         .collect();
 
-    let mut owner = owner_thread.join().unwrap();
+    let (mut owner, overflowed) = owner_thread.join().unwrap();
     injector.join().unwrap();
     stop.store(true, Ordering::Relaxed);
+    let mut steals = 0;
     for stealer in stealers {
-        let mut mine = stealer.join().unwrap();
+        let (mut mine, stolen) = stealer.join().unwrap();
+        steals += stolen;
         drain_into(&mut mine, &seen);
     }
+    // For the reader of `--nocapture`: how much each path was exercised.
+    eprintln!("{TOTAL} tasks, {overflowed} sent to inject by overflow, {steals} successful steals");
     drain_into(&mut owner, &seen);
     for task in inject.drain() {
         seen.record(task);
