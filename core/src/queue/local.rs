@@ -63,6 +63,26 @@ impl Head {
         (self.0 & REAL_MASK) as u32
     }
 
+    /// `real` advanced by one, and `steal` with it unless a steal is in
+    /// progress (R2). One add unless `real` is about to wrap.
+    #[inline]
+    const fn advance_real(self) -> Self {
+        let step = if self.is_stealing() {
+            1
+        } else {
+            (1 << REAL_BITS) | 1
+        };
+        if self.real() != u32::MAX {
+            // No carry out of the `real` half, and `steal + 1` may wrap out
+            // of the word, which is `steal`'s own wrap.
+            Head(self.0.wrapping_add(step))
+        } else if self.is_stealing() {
+            Head::new(self.steal(), 0)
+        } else {
+            Head::new(0, 0)
+        }
+    }
+
     /// A stealer has claimed `[steal, real)`-ish and not yet released it.
     #[inline]
     const fn is_stealing(self) -> bool {
@@ -71,6 +91,11 @@ impl Head {
 }
 
 const _: () = {
+    assert!(Head::new(4, 4).advance_real().0 == Head::new(5, 5).0);
+    assert!(Head::new(4, 6).advance_real().0 == Head::new(4, 7).0);
+    assert!(Head::new(u32::MAX, u32::MAX).advance_real().0 == Head::new(0, 0).0);
+    assert!(Head::new(9, u32::MAX).advance_real().0 == Head::new(9, 0).0);
+    assert!(Head::new(u32::MAX, 3).advance_real().0 == Head::new(u32::MAX, 4).0);
     let h = Head::new(7, u32::MAX);
     assert!(h.steal() == 7 && h.real() == u32::MAX);
     assert!(Head::new(3, 3).0 == (3 << 32) | 3);
@@ -390,12 +415,7 @@ impl<T: Send> Local<T> {
                 return None;
             }
             // R2: advance `real`, and `steal` with it unless a steal holds it.
-            let next_real = real.wrapping_add(1);
-            let next = if head.is_stealing() {
-                Head::new(head.steal(), next_real)
-            } else {
-                Head::new(next_real, next_real)
-            };
+            let next = head.advance_real();
             // Acquire on success and failure: as in `refresh_head`, the value
             // read becomes the owner's cached `head`.
             match self.inner.head.compare_exchange(
