@@ -398,6 +398,27 @@ impl<T: Send> Local<T> {
         self.publish(self.tail);
     }
 
+    /// R2: CAS `head` from `current` to `current.advance_real()`, which
+    /// claims position `current.real()`. On failure returns the live `head`.
+    #[inline]
+    fn try_claim_one(&mut self, current: Head) -> Result<(), Head> {
+        let next = current.advance_real();
+        // Acquire on success and failure: as in `refresh_head`, the value
+        // read becomes the owner's cached `head`.
+        match self.inner.head.compare_exchange(
+            current.0,
+            next.0,
+            Ordering::Acquire,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                self.head = next;
+                Ok(())
+            }
+            Err(actual) => Err(Head(actual)),
+        }
+    }
+
     /// Pops the oldest task (FIFO), from the end stealers take from.
     #[cfg(not(magpie_broken = "pop_reads_before_claim"))]
     #[inline]
@@ -414,23 +435,11 @@ impl<T: Send> Local<T> {
                 self.head = head;
                 return None;
             }
-            // R2: advance `real`, and `steal` with it unless a steal holds it.
-            let next = head.advance_real();
-            // Acquire on success and failure: as in `refresh_head`, the value
-            // read becomes the owner's cached `head`.
-            match self.inner.head.compare_exchange(
-                head.0,
-                next.0,
-                Ordering::Acquire,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    self.head = next;
-                    // R3. SAFETY: the CAS claimed `real` for us alone; we
-                    // wrote the slot ourselves (P1), so it is initialised.
-                    return Some(unsafe { self.inner.read(real) });
-                }
-                Err(actual) => head = Head(actual),
+            match self.try_claim_one(head) {
+                // R3. SAFETY: the CAS claimed `real` for us alone; we wrote
+                // the slot ourselves (P1), so it is initialised.
+                Ok(()) => return Some(unsafe { self.inner.read(real) }),
+                Err(live) => head = live,
             }
         }
     }
@@ -439,35 +448,19 @@ impl<T: Send> Local<T> {
     /// whatever position the CAS lands on.
     #[cfg(magpie_broken = "pop_reads_before_claim")]
     pub fn pop(&mut self) -> Option<T> {
-        let mut head = Head(self.inner.head.load(Ordering::Acquire));
+        let mut head = self.head;
         if head.real() == self.tail {
             return None;
         }
         // SAFETY: none; this is the bug. A stealer may claim `real` first.
         let task = unsafe { self.inner.read(head.real()) };
-        loop {
-            if head.real() == self.tail {
-                return Some(task);
-            }
-            let next_real = head.real().wrapping_add(1);
-            let next = if head.is_stealing() {
-                Head::new(head.steal(), next_real)
-            } else {
-                Head::new(next_real, next_real)
-            };
-            match self.inner.head.compare_exchange(
-                head.0,
-                next.0,
-                Ordering::Acquire,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    self.head = next;
-                    return Some(task);
-                }
-                Err(actual) => head = Head(actual),
+        while head.real() != self.tail {
+            match self.try_claim_one(head) {
+                Ok(()) => break,
+                Err(live) => head = live,
             }
         }
+        Some(task)
     }
 
     /// A new stealer handle for this queue.
