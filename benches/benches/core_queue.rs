@@ -15,7 +15,8 @@
 //!
 //! Every benchmark runs `ROUNDS` times, the implementations alternating
 //! within each round, and the run ends with a table of medians and ratios read
-//! back from criterion's estimates.
+//! back from criterion's estimates, plus a strictly alternating min/median
+//! measurement of the `pair` shape (robust to a busy machine).
 
 #![forbid(unsafe_code)]
 
@@ -241,6 +242,49 @@ fn summary(dir: &Path) {
     }
 }
 
+/// One timed run of `PAIRED_N` push+pop pairs on magpie's `Local`.
+#[inline(never)]
+fn paired_magpie(local: &mut queue::Local<u64>, inject: &Inject<u64>) {
+    for i in 0..PAIRED_N {
+        local.push_back_or_overflow(black_box(i), inject);
+        black_box(local.pop());
+    }
+}
+
+/// One timed run of `PAIRED_N` push+pop pairs on crossbeam's FIFO `Worker`.
+#[inline(never)]
+fn paired_crossbeam(fifo: &Worker<u64>) {
+    for i in 0..PAIRED_N {
+        fifo.push(black_box(i));
+        black_box(fifo.pop());
+    }
+}
+
+const PAIRED_N: u64 = 20_000;
+const PAIRED_RUNS: usize = 400;
+
+/// A second estimate for the `pair` shape that shrugs off a busy machine:
+/// `PAIRED_RUNS` runs of each, strictly alternating, and the minimum and the
+/// median ns/pair of each.
+fn paired_pairs() {
+    let inject = Inject::new();
+    let (mut local, _steal) = queue::local::<u64>();
+    let fifo = Worker::<u64>::new_fifo();
+    let (mut m, mut c) = (Vec::new(), Vec::new());
+    for _ in 0..PAIRED_RUNS {
+        let t = std::time::Instant::now();
+        paired_magpie(&mut local, &inject);
+        m.push(t.elapsed().as_nanos() as f64 / PAIRED_N as f64);
+        let t = std::time::Instant::now();
+        paired_crossbeam(&fifo);
+        c.push(t.elapsed().as_nanos() as f64 / PAIRED_N as f64);
+    }
+    m.sort_by(f64::total_cmp);
+    c.sort_by(f64::total_cmp);
+    let (m_min, m_med, c_min, c_med) = (m[0], m[m.len() / 2], c[0], c[c.len() / 2]);
+    println!("pair, alternating {PAIRED_RUNS} x {PAIRED_N}: magpie min {m_min:.2} med {m_med:.2} ns, crossbeam fifo min {c_min:.2} med {c_med:.2} ns, ratio min {:.2} med {:.2}", m_min / c_min, m_med / c_med);
+}
+
 /// `<target>/criterion`, from this binary's path `<target>/<profile>/deps/..`.
 fn output_dir() -> PathBuf {
     std::env::var_os("CRITERION_HOME")
@@ -266,5 +310,6 @@ fn main() {
     c.final_summary();
     if std::env::args().any(|a| a == "--bench") {
         summary(&dir);
+        paired_pairs();
     }
 }

@@ -454,7 +454,11 @@ impl<T: Send> Local<T> {
         }
         // SAFETY: none; this is the bug. A stealer may claim `real` first.
         let task = unsafe { self.inner.read(head.real()) };
-        while head.real() != self.tail {
+        loop {
+            if head.real() == self.tail {
+                self.head = head;
+                break;
+            }
             match self.try_claim_one(head) {
                 Ok(()) => break,
                 Err(live) => head = live,
