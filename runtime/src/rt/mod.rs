@@ -18,7 +18,10 @@ use magpie_core::affinity;
 use magpie_core::park::{Parker, Unparker};
 use magpie_core::queue::Local;
 use magpie_core::rng::XorShift64;
-use magpie_core::sync::{thread, Arc, Mutex};
+// Plain std for the runtime's own plumbing: it is not a loom model (the
+// protocols it relies on are, in magpie-core), and `Wake` needs std's `Arc`.
+use std::sync::{Arc, Mutex};
+use std::thread;
 use magpie_core::task::{self as core_task, Notified, OwnedTasks, Schedule};
 
 use crate::config::DEFAULT_SEED;
