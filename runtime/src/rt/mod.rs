@@ -20,9 +20,9 @@ use magpie_core::queue::Local;
 use magpie_core::rng::XorShift64;
 // Plain std for the runtime's own plumbing: it is not a loom model (the
 // protocols it relies on are, in magpie-core), and `Wake` needs std's `Arc`.
+use magpie_core::task::{self as core_task, Notified, OwnedTasks, Schedule};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use magpie_core::task::{self as core_task, Notified, OwnedTasks, Schedule};
 
 use crate::config::DEFAULT_SEED;
 use crate::metrics::{MetricsSnapshot, WorkerMetrics};
