@@ -853,10 +853,22 @@ impl State {
     /// the cell again. `Err(curr)` if COMPLETE (unchanged): the task side may
     /// be reading the cell, leave it alone and read the output.
     ///
+    /// COMPLETE is checked first: the handle saw JOIN_WAKER set, but once the
+    /// task completes the task side may clear it at any moment
+    /// (`unset_join_waker_after_complete`), so after COMPLETE the flag says
+    /// nothing about the handle's mistake.
+    ///
     /// # Panics
-    /// If JOIN_INTEREST or JOIN_WAKER is clear.
+    /// If the task is not COMPLETE and JOIN_INTEREST or JOIN_WAKER is clear.
     pub fn unset_join_waker(&self) -> Result<Snapshot, Snapshot> {
         self.fetch_update_action(|curr| {
+            // The broken variant restores the first version's order: the
+            // precondition checked before COMPLETE, which the task side's
+            // hand-back of the cell after completion trips.
+            #[cfg(not(magpie_broken = "unset_join_waker_checks_flag_first"))]
+            if curr.is_complete() {
+                return (Err(curr), None);
+            }
             assert!(
                 curr.has_join_interest() && curr.has_join_waker(),
                 "unset_join_waker: {curr:?}"
