@@ -194,6 +194,39 @@ fn take(slot: &Slot) -> Waker {
         .expect("the first poll stored a waker")
 }
 
+/// When a parked task (see `spawn_parked`) is Ready.
+enum ReadyWhen {
+    /// Once this flag is set (Release by the setter, Acquire by the poll).
+    Event(Arc<AtomicBool>),
+    /// At its second poll.
+    SecondPoll,
+}
+
+/// Spawn a scripted task whose first poll gives its waker away, run that
+/// poll (Pending: the task is IDLE), and return the handle and the waker.
+fn spawn_parked(
+    s: &Sched,
+    polls: &Arc<AtomicUsize>,
+    drops: &Arc<AtomicUsize>,
+    ready: ReadyWhen,
+) -> (JoinHandle<DropCounter>, Waker) {
+    let slot: Slot = Arc::new(Mutex::new(None));
+    let sl = slot.clone();
+    let join = s.spawn(scripted(polls, drops, move |n, cx| {
+        if n == 1 {
+            *sl.lock().unwrap() = Some(cx.waker().clone());
+        }
+        match &ready {
+            // Acquire: pairs with the setter's Release store.
+            ReadyWhen::Event(event) => event.load(Ordering::Acquire),
+            ReadyWhen::SecondPoll => n >= 2,
+        }
+    }));
+    assert_eq!(s.run_all(), 1);
+    let waker = take(&slot);
+    (join, waker)
+}
+
 // ---------------------------------------------------------------------------
 // The models
 // ---------------------------------------------------------------------------
@@ -207,18 +240,8 @@ fn wake_racing_completion_runs_or_completes_once() {
         let s = Sched::new();
         let (polls, drops) = (counter(), counter());
         let event = Arc::new(AtomicBool::new(false));
-        let slot: Slot = Arc::new(Mutex::new(None));
-        let (ev, sl) = (event.clone(), slot.clone());
-        let mut join = s.spawn(scripted(&polls, &drops, move |n, cx| {
-            if n == 1 {
-                *sl.lock().unwrap() = Some(cx.waker().clone());
-            }
-            // Acquire: pairs with the waker thread's Release store.
-            ev.load(Ordering::Acquire)
-        }));
-        // First poll: Pending, IDLE, a waker in the slot.
-        assert_eq!(s.run_all(), 1);
-        let waker = take(&slot);
+        let ready = ReadyWhen::Event(event.clone());
+        let (mut join, waker) = spawn_parked(&s, &polls, &drops, ready);
         let stale = waker.clone();
         // Make it SCHEDULED again so the worker below races the wakes.
         stale.wake_by_ref();
@@ -417,16 +440,7 @@ fn waker_clone_and_drop_from_other_threads_free_exactly_once() {
     loom::model(|| {
         let s = Sched::new();
         let (polls, drops) = (counter(), counter());
-        let slot: Slot = Arc::new(Mutex::new(None));
-        let sl = slot.clone();
-        let join = s.spawn(scripted(&polls, &drops, move |n, cx| {
-            if n == 1 {
-                *sl.lock().unwrap() = Some(cx.waker().clone());
-            }
-            n >= 2
-        }));
-        assert_eq!(s.run_all(), 1);
-        let w1 = take(&slot);
+        let (join, w1) = spawn_parked(&s, &polls, &drops, ReadyWhen::SecondPoll);
         let w2 = w1.clone();
 
         let a = thread::spawn(move || w1.wake());
@@ -453,17 +467,8 @@ fn wake_during_poll_reschedules_exactly_once() {
         let s = Sched::new();
         let (polls, drops) = (counter(), counter());
         let event = Arc::new(AtomicBool::new(false));
-        let slot: Slot = Arc::new(Mutex::new(None));
-        let (ev, sl) = (event.clone(), slot.clone());
-        let mut join = s.spawn(scripted(&polls, &drops, move |n, cx| {
-            if n == 1 {
-                *sl.lock().unwrap() = Some(cx.waker().clone());
-            }
-            // Acquire: pairs with the waker thread's Release store.
-            ev.load(Ordering::Acquire)
-        }));
-        assert_eq!(s.run_all(), 1);
-        let waker = take(&slot);
+        let ready = ReadyWhen::Event(event.clone());
+        let (mut join, waker) = spawn_parked(&s, &polls, &drops, ready);
         // Queue it (this thread's wake), then race a second wake against
         // the poll that follows.
         waker.wake_by_ref();
@@ -530,18 +535,9 @@ fn shutdown_racing_wake() {
     loom::model(|| {
         let s = Sched::new();
         let (polls, drops) = (counter(), counter());
-        let slot: Slot = Arc::new(Mutex::new(None));
-        let sl = slot.clone();
-        let mut join = s.spawn(scripted(&polls, &drops, move |n, cx| {
-            if n == 1 {
-                *sl.lock().unwrap() = Some(cx.waker().clone());
-            }
-            n >= 2
-        }));
-        assert_eq!(s.run_all(), 1);
+        let (mut join, waker) = spawn_parked(&s, &polls, &drops, ReadyWhen::SecondPoll);
         let (joiner, jw) = joiner();
         assert!(poll_join(&mut join, &jw).is_pending());
-        let waker = take(&slot);
 
         let w = thread::spawn(move || waker.wake());
         // The workers have stopped: shut down, then drain by running.
