@@ -194,6 +194,39 @@ fn take(slot: &Slot) -> Waker {
         .expect("the first poll stored a waker")
 }
 
+/// When a parked task (see `spawn_parked`) is Ready.
+enum ReadyWhen {
+    /// Once this flag is set (Release by the setter, Acquire by the poll).
+    Event(Arc<AtomicBool>),
+    /// At its second poll.
+    SecondPoll,
+}
+
+/// Spawn a scripted task whose first poll gives its waker away, run that
+/// poll (Pending: the task is IDLE), and return the handle and the waker.
+fn spawn_parked(
+    s: &Sched,
+    polls: &Arc<AtomicUsize>,
+    drops: &Arc<AtomicUsize>,
+    ready: ReadyWhen,
+) -> (JoinHandle<DropCounter>, Waker) {
+    let slot: Slot = Arc::new(Mutex::new(None));
+    let sl = slot.clone();
+    let join = s.spawn(scripted(polls, drops, move |n, cx| {
+        if n == 1 {
+            *sl.lock().unwrap() = Some(cx.waker().clone());
+        }
+        match &ready {
+            // Acquire: pairs with the setter's Release store.
+            ReadyWhen::Event(event) => event.load(Ordering::Acquire),
+            ReadyWhen::SecondPoll => n >= 2,
+        }
+    }));
+    assert_eq!(s.run_all(), 1);
+    let waker = take(&slot);
+    (join, waker)
+}
+
 // ---------------------------------------------------------------------------
 // The models
 // ---------------------------------------------------------------------------
@@ -207,18 +240,8 @@ fn wake_racing_completion_runs_or_completes_once() {
         let s = Sched::new();
         let (polls, drops) = (counter(), counter());
         let event = Arc::new(AtomicBool::new(false));
-        let slot: Slot = Arc::new(Mutex::new(None));
-        let (ev, sl) = (event.clone(), slot.clone());
-        let mut join = s.spawn(scripted(&polls, &drops, move |n, cx| {
-            if n == 1 {
-                *sl.lock().unwrap() = Some(cx.waker().clone());
-            }
-            // Acquire: pairs with the waker thread's Release store.
-            ev.load(Ordering::Acquire)
-        }));
-        // First poll: Pending, IDLE, a waker in the slot.
-        assert_eq!(s.run_all(), 1);
-        let waker = take(&slot);
+        let ready = ReadyWhen::Event(event.clone());
+        let (mut join, waker) = spawn_parked(&s, &polls, &drops, ready);
         let stale = waker.clone();
         // Make it SCHEDULED again so the worker below races the wakes.
         stale.wake_by_ref();
@@ -234,10 +257,10 @@ fn wake_racing_completion_runs_or_completes_once() {
         st.join().unwrap();
         s.run_all();
 
-        assert!(matches!(
-            poll_join(&mut join, Waker::noop()),
-            Poll::Ready(Ok(_))
-        ));
+        assert!(
+            matches!(poll_join(&mut join, Waker::noop()), Poll::Ready(Ok(_))),
+            "wake lost: the event was published and the task never completed"
+        );
         drop(join);
         assert_eq!(count(&drops), 2, "future and output each dropped once");
         // Every poll after the first came from exactly one reschedule.
@@ -369,6 +392,46 @@ fn join_waker_is_woken_before_the_cell_is_handed_back() {
     });
 }
 
+/// The JoinHandle, registered with one waker, is polled with another while
+/// a worker completes the task: the new waker replaces the old one (and is
+/// the one woken) or the handle finds the task complete, even when the task
+/// side has already woken the old waker and handed the cell back.
+// broken-variant: unset_join_waker_checks_flag_first
+#[test]
+fn join_handle_replacing_its_waker_racing_completion() {
+    loom::model(|| {
+        let s = Sched::new();
+        let (polls, drops) = (counter(), counter());
+        let mut join = s.spawn(scripted(&polls, &drops, |_, _| true));
+        let (first, w1) = joiner();
+        let (second, w2) = joiner();
+        assert!(poll_join(&mut join, &w1).is_pending());
+        let worker = {
+            let s = s.clone();
+            thread::spawn(move || {
+                s.run_all();
+            })
+        };
+        let out = poll_join(&mut join, &w2);
+        worker.join().unwrap();
+        let woken = count(&first.wakes) + count(&second.wakes);
+        assert!(woken <= 1, "the joiner is woken at most once");
+        if out.is_pending() {
+            // The second waker was registered before completion: it, not
+            // the first, is the one woken.
+            assert_eq!(count(&second.wakes), 1, "the replacing waker was lost");
+            assert!(poll_join(&mut join, &w2).is_ready());
+        }
+        drop(out);
+        drop(join);
+        assert_eq!(count(&drops), 2);
+        drop((w1, w2));
+        assert_eq!(std::sync::Arc::strong_count(&first), 1);
+        assert_eq!(std::sync::Arc::strong_count(&second), 1);
+        s.assert_all_freed();
+    });
+}
+
 /// Two waker clones, one woken by value and one dropped, on two threads,
 /// while the worker runs and the JoinHandle is dropped: the task is freed
 /// exactly once (by whichever reference is last), never used after.
@@ -377,16 +440,7 @@ fn waker_clone_and_drop_from_other_threads_free_exactly_once() {
     loom::model(|| {
         let s = Sched::new();
         let (polls, drops) = (counter(), counter());
-        let slot: Slot = Arc::new(Mutex::new(None));
-        let sl = slot.clone();
-        let join = s.spawn(scripted(&polls, &drops, move |n, cx| {
-            if n == 1 {
-                *sl.lock().unwrap() = Some(cx.waker().clone());
-            }
-            n >= 2
-        }));
-        assert_eq!(s.run_all(), 1);
-        let w1 = take(&slot);
+        let (join, w1) = spawn_parked(&s, &polls, &drops, ReadyWhen::SecondPoll);
         let w2 = w1.clone();
 
         let a = thread::spawn(move || w1.wake());
@@ -413,17 +467,8 @@ fn wake_during_poll_reschedules_exactly_once() {
         let s = Sched::new();
         let (polls, drops) = (counter(), counter());
         let event = Arc::new(AtomicBool::new(false));
-        let slot: Slot = Arc::new(Mutex::new(None));
-        let (ev, sl) = (event.clone(), slot.clone());
-        let mut join = s.spawn(scripted(&polls, &drops, move |n, cx| {
-            if n == 1 {
-                *sl.lock().unwrap() = Some(cx.waker().clone());
-            }
-            // Acquire: pairs with the waker thread's Release store.
-            ev.load(Ordering::Acquire)
-        }));
-        assert_eq!(s.run_all(), 1);
-        let waker = take(&slot);
+        let ready = ReadyWhen::Event(event.clone());
+        let (mut join, waker) = spawn_parked(&s, &polls, &drops, ready);
         // Queue it (this thread's wake), then race a second wake against
         // the poll that follows.
         waker.wake_by_ref();
@@ -436,10 +481,10 @@ fn wake_during_poll_reschedules_exactly_once() {
         w.join().unwrap();
         let ran = ran + s.run_all();
 
-        assert!(matches!(
-            poll_join(&mut join, Waker::noop()),
-            Poll::Ready(Ok(_))
-        ));
+        assert!(
+            matches!(poll_join(&mut join, Waker::noop()), Poll::Ready(Ok(_))),
+            "wake during the poll lost: the task never completed"
+        );
         drop(join);
         assert_eq!(count(&polls), 1 + ran, "one poll per entry");
         assert_eq!(ran, s.reschedules(), "one entry per reschedule");
@@ -469,7 +514,8 @@ fn abort_of_idle_task_completes_it() {
 
         match poll_join(&mut join, Waker::noop()) {
             Poll::Ready(Err(e)) => assert!(e.is_cancelled()),
-            other => panic!("aborted task not cancelled: {:?}", other.is_ready()),
+            Poll::Ready(Ok(_)) => panic!("a task that is never Ready completed"),
+            Poll::Pending => panic!("aborted idle task stranded: never completed"),
         }
         assert!(count(&polls) <= 1);
         assert_eq!(count(&drops), 1, "the future dropped once");
@@ -489,18 +535,9 @@ fn shutdown_racing_wake() {
     loom::model(|| {
         let s = Sched::new();
         let (polls, drops) = (counter(), counter());
-        let slot: Slot = Arc::new(Mutex::new(None));
-        let sl = slot.clone();
-        let mut join = s.spawn(scripted(&polls, &drops, move |n, cx| {
-            if n == 1 {
-                *sl.lock().unwrap() = Some(cx.waker().clone());
-            }
-            n >= 2
-        }));
-        assert_eq!(s.run_all(), 1);
+        let (mut join, waker) = spawn_parked(&s, &polls, &drops, ReadyWhen::SecondPoll);
         let (joiner, jw) = joiner();
         assert!(poll_join(&mut join, &jw).is_pending());
-        let waker = take(&slot);
 
         let w = thread::spawn(move || waker.wake());
         // The workers have stopped: shut down, then drain by running.
@@ -509,9 +546,18 @@ fn shutdown_racing_wake() {
         w.join().unwrap();
         s.run_all();
 
+        // The JoinHandle still holds a reference, so the task (and the
+        // scheduler clone in it) must still be there; checked before the
+        // handle touches the task.
+        assert_eq!(
+            Arc::strong_count(&s.0),
+            2,
+            "the task was freed while its JoinHandle still holds it"
+        );
         match poll_join(&mut join, Waker::noop()) {
             Poll::Ready(Err(e)) => assert!(e.is_cancelled()),
-            _ => panic!("a task alive at shutdown was not cancelled"),
+            Poll::Ready(Ok(_)) => panic!("a task was polled after the shutdown sweep"),
+            Poll::Pending => panic!("a task alive at shutdown was not cancelled: {join:?}"),
         }
         assert_eq!(count(&polls), 1, "never polled after the sweep");
         assert_eq!(count(&drops), 1);

@@ -118,13 +118,7 @@ fn output_and_join_waker_dropped_once_when_a_registered_handle_is_dropped() {
     let s = Sched::new(4);
     let drops = counter();
     let d = drops.clone();
-    let flag = Arc::new(AtomicBool::new(false));
-    let slot = Arc::new(Mutex::new(None));
-    let f = WaitFlag {
-        flag: flag.clone(),
-        slot: slot.clone(),
-        polls: counter(),
-    };
+    let (f, gate) = Gate::new();
     let mut join = s.spawn(async move {
         f.await;
         DropCounter(d)
@@ -136,8 +130,7 @@ fn output_and_join_waker_dropped_once_when_a_registered_handle_is_dropped() {
     assert_eq!(waker_refs, 3, "ours, the Waker's, the registered clone");
     drop(join);
     assert_eq!(Arc::strong_count(&wakes), 2, "the handle dropped its waker");
-    flag.store(true, Ordering::Release);
-    slot.lock().unwrap().take().unwrap().wake();
+    gate.open();
     s.run_all();
     assert_eq!(count(&drops), 1);
     assert_eq!(wakes.count(), 0, "a dropped handle is not woken");
@@ -149,13 +142,7 @@ fn output_stays_until_the_handle_reads_it_after_a_completion_wake() {
     let s = Sched::new(4);
     let drops = counter();
     let d = drops.clone();
-    let flag = Arc::new(AtomicBool::new(false));
-    let slot = Arc::new(Mutex::new(None));
-    let f = WaitFlag {
-        flag: flag.clone(),
-        slot: slot.clone(),
-        polls: counter(),
-    };
+    let (f, gate) = Gate::new();
     let mut join = s.spawn(async move {
         f.await;
         DropCounter(d)
@@ -163,8 +150,7 @@ fn output_stays_until_the_handle_reads_it_after_a_completion_wake() {
     s.run_all();
     let (wakes, waker) = counting_waker();
     assert!(poll_join(&mut join, &waker).is_pending());
-    flag.store(true, Ordering::Release);
-    slot.lock().unwrap().take().unwrap().wake();
+    gate.open();
     s.run_all();
     assert_eq!(wakes.count(), 1, "completion wakes the joiner once");
     assert_eq!(
@@ -426,34 +412,14 @@ fn over_aligned_future_is_polled_at_an_aligned_address() {
 // Wakes
 // ---------------------------------------------------------------------------
 
-/// A `WaitFlag` future and the handles to drive it: flag, waker slot, polls.
-type WaitParts = (
-    WaitFlag,
-    Arc<AtomicBool>,
-    Arc<Mutex<Option<Waker>>>,
-    Arc<AtomicUsize>,
-);
-
-fn wait_flag() -> WaitParts {
-    let flag = Arc::new(AtomicBool::new(false));
-    let slot = Arc::new(Mutex::new(None));
-    let polls = counter();
-    let f = WaitFlag {
-        flag: flag.clone(),
-        slot: slot.clone(),
-        polls: polls.clone(),
-    };
-    (f, flag, slot, polls)
-}
-
 #[test]
 fn wake_of_an_idle_task_schedules_it_once() {
     let s = Sched::new(2);
-    let (f, flag, slot, polls) = wait_flag();
+    let (f, gate) = Gate::new();
     let join = s.spawn(f);
     s.run_all();
-    assert_eq!(count(&polls), 1);
-    let waker = slot.lock().unwrap().take().unwrap();
+    assert_eq!(gate.polls(), 1);
+    let waker = gate.take_waker();
     let waker2 = waker.clone();
     waker.wake_by_ref();
     assert_eq!(s.queued(), 1);
@@ -461,14 +427,15 @@ fn wake_of_an_idle_task_schedules_it_once() {
     waker.wake(); // by value, still SCHEDULED
     assert_eq!(s.queued(), 1, "one entry however many wakes");
     s.run_all();
-    assert_eq!(count(&polls), 2);
+    assert_eq!(gate.polls(), 2);
     assert!(!join.is_finished());
-    flag.store(true, Ordering::Release);
-    waker2.wake(); // the clone stored at poll 2 is in the slot; this is the older one
+    // The waker stored by poll 2 is in the slot; wake through an older clone.
+    gate.flag.store(true, Ordering::Release);
+    waker2.wake();
     s.run_all();
     assert!(join.is_finished());
-    assert_eq!(count(&polls), 3);
-    drop(slot.lock().unwrap().take());
+    assert_eq!(gate.polls(), 3);
+    drop(gate.take_waker());
     join_now(join).unwrap();
     s.shutdown_and_check_all_freed();
 }
@@ -513,7 +480,7 @@ fn waker_outliving_its_task_can_wake_and_drop_safely() {
 #[test]
 fn join_handle_polled_with_changing_wakers_wakes_only_the_latest() {
     let s = Sched::new(2);
-    let (f, flag, slot, _) = wait_flag();
+    let (f, gate) = Gate::new();
     let mut join = s.spawn(f);
     s.run_all();
     let (a, wa) = counting_waker();
@@ -528,8 +495,7 @@ fn join_handle_polled_with_changing_wakers_wakes_only_the_latest() {
     assert!(poll_join(&mut join, &wb).is_pending());
     assert_eq!(Arc::strong_count(&a), 2, "the replaced waker was dropped");
     assert_eq!(Arc::strong_count(&b), 3);
-    flag.store(true, Ordering::Release);
-    slot.lock().unwrap().take().unwrap().wake();
+    gate.open();
     s.run_all();
     assert_eq!(a.count(), 0);
     assert_eq!(b.count(), 1);
@@ -796,12 +762,12 @@ fn dropped_entry_cancels_a_task_nothing_else_would_run() {
 #[test]
 fn wake_into_a_closed_queue_cancels_the_task() {
     let s = Sched::new(2);
-    let (f, _flag, slot, polls) = wait_flag();
+    let (f, gate) = Gate::new();
     let join = s.spawn(f);
     s.run_all();
     s.0.drop_entries.store(true, Ordering::Relaxed);
-    slot.lock().unwrap().take().unwrap().wake();
-    assert_eq!(count(&polls), 1);
+    gate.take_waker().wake();
+    assert_eq!(gate.polls(), 1);
     assert!(join_now(join).unwrap_err().is_cancelled());
     s.shutdown_and_check_all_freed();
 }

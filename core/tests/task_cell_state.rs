@@ -277,3 +277,19 @@ fn drop_join_handle_fast_after_completion_reports_the_last_reference() {
     assert_eq!(s.drop_join_handle_fast(true), Some(true));
     assert_eq!(s.load().ref_count(), 0);
 }
+
+#[test]
+fn unset_join_waker_after_the_task_side_handed_the_cell_back_reports_complete() {
+    // The handle saw JOIN_WAKER set and wants to replace its waker; meanwhile
+    // the task completed and cleared JOIN_WAKER (P5.2). Not a handle bug:
+    // report COMPLETE, unchanged.
+    let s = State::new_owned();
+    s.set_join_waker().unwrap();
+    assert_eq!(s.transition_to_running(), TransitionToRunning::Success);
+    let _ = s.transition_to_complete();
+    let after = s.unset_join_waker_after_complete();
+    assert!(after.has_join_interest() && !after.has_join_waker());
+    let err = s.unset_join_waker().unwrap_err();
+    assert_eq!(err, after);
+    assert_eq!(s.load(), after);
+}

@@ -175,7 +175,11 @@ fn worker(s: Sched, q: usize) -> (usize, usize) {
         // Join everything, running tasks and serving the mailbox meanwhile.
         let waker = Waker::noop();
         while !joins.is_empty() {
-            s.run_queue(q);
+            // Our queue first, then the others: a task woken by another
+            // thread sits in that thread's queue, which may have finished.
+            for k in 0..THREADS {
+                s.run_queue((q + k) % THREADS);
+            }
             s.drain_mailbox(batch % 2 == 0 || q % 2 == 0);
             joins.retain_mut(
                 |j| match Pin::new(j).poll(&mut Context::from_waker(waker)) {

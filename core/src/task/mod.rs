@@ -20,9 +20,11 @@
 //! # Example
 //!
 //! A scheduler that keeps runnable tasks in a queue and runs them on the
-//! calling thread:
+//! calling thread (`no_run`: under `cfg(loom)` the registry's locks are
+//! loom's and work only inside a model; `core/tests/task_cell.rs` runs the
+//! same steps):
 //!
-//! ```
+//! ```no_run
 //! use std::collections::VecDeque;
 //! use std::sync::{Arc, Mutex};
 //! use magpie_core::task::{Notified, OwnedTasks, Schedule};

@@ -574,28 +574,37 @@ impl State {
     /// # Panics
     /// If the task is not RUNNING.
     pub fn transition_to_idle(&self) -> TransitionToIdle {
+        match self.end_pending_poll("transition_to_idle", false) {
+            TransitionToIdleKeepRef::Ok => TransitionToIdle::Ok,
+            TransitionToIdleKeepRef::OkDealloc => TransitionToIdle::OkDealloc,
+            TransitionToIdleKeepRef::OkNotified => TransitionToIdle::OkNotified,
+            TransitionToIdleKeepRef::Cancelled => TransitionToIdle::Cancelled,
+        }
+    }
+
+    /// `transition_to_idle` and `transition_to_idle_keep_ref`: the same RMW,
+    /// except that with `keep_ref` a reschedule adds a reference for the new
+    /// queue entry instead of passing it the worker's.
+    #[inline]
+    #[cfg_attr(magpie_broken = "idle_ignores_notified", allow(unused_variables))]
+    fn end_pending_poll(&self, name: &str, keep_ref: bool) -> TransitionToIdleKeepRef {
         self.fetch_update_action(|curr| {
-            assert!(
-                curr.is_running(),
-                "transition_to_idle: not RUNNING: {curr:?}"
-            );
+            assert!(curr.is_running(), "{name}: not RUNNING: {curr:?}");
             if curr.is_cancel_effective() {
-                return (TransitionToIdle::Cancelled, None);
+                return (TransitionToIdleKeepRef::Cancelled, None);
             }
             #[cfg(not(magpie_broken = "idle_ignores_notified"))]
             if curr.is_notified() {
                 let next = curr.with_lifecycle(SCHEDULED).unset(NOTIFIED);
-                return (TransitionToIdle::OkNotified, Some(next));
+                let next = if keep_ref { next.ref_inc() } else { next };
+                return (TransitionToIdleKeepRef::OkNotified, Some(next));
             }
             // The worker's reference was the queue entry's; polling consumed
             // it. ref_count >= 1 while RUNNING (the worker holds one).
-            debug_assert!(curr.ref_count() >= 1);
-            let next = Snapshot(curr.with_lifecycle(IDLE).unset(NOTIFIED).0 - REF_ONE);
-            if next.ref_count() == 0 {
-                (TransitionToIdle::OkDealloc, Some(next))
-            } else {
-                (TransitionToIdle::Ok, Some(next))
-            }
+            curr.with_lifecycle(IDLE).unset(NOTIFIED).ref_dec_one(
+                TransitionToIdleKeepRef::Ok,
+                TransitionToIdleKeepRef::OkDealloc,
+            )
         })
     }
 
@@ -853,10 +862,22 @@ impl State {
     /// the cell again. `Err(curr)` if COMPLETE (unchanged): the task side may
     /// be reading the cell, leave it alone and read the output.
     ///
+    /// COMPLETE is checked first: the handle saw JOIN_WAKER set, but once the
+    /// task completes the task side may clear it at any moment
+    /// (`unset_join_waker_after_complete`), so after COMPLETE the flag says
+    /// nothing about the handle's mistake.
+    ///
     /// # Panics
-    /// If JOIN_INTEREST or JOIN_WAKER is clear.
+    /// If the task is not COMPLETE and JOIN_INTEREST or JOIN_WAKER is clear.
     pub fn unset_join_waker(&self) -> Result<Snapshot, Snapshot> {
         self.fetch_update_action(|curr| {
+            // The broken variant restores the first version's order: the
+            // precondition checked before COMPLETE, which the task side's
+            // hand-back of the cell after completion trips.
+            #[cfg(not(magpie_broken = "unset_join_waker_checks_flag_first"))]
+            if curr.is_complete() {
+                return (Err(curr), None);
+            }
             assert!(
                 curr.has_join_interest() && curr.has_join_waker(),
                 "unset_join_waker: {curr:?}"
@@ -943,24 +964,7 @@ impl State {
     /// # Panics
     /// If the task is not RUNNING.
     pub fn transition_to_idle_keep_ref(&self) -> TransitionToIdleKeepRef {
-        self.fetch_update_action(|curr| {
-            assert!(
-                curr.is_running(),
-                "transition_to_idle_keep_ref: not RUNNING: {curr:?}"
-            );
-            if curr.is_cancel_effective() {
-                return (TransitionToIdleKeepRef::Cancelled, None);
-            }
-            #[cfg(not(magpie_broken = "idle_ignores_notified"))]
-            if curr.is_notified() {
-                let next = curr.with_lifecycle(SCHEDULED).unset(NOTIFIED).ref_inc();
-                return (TransitionToIdleKeepRef::OkNotified, Some(next));
-            }
-            curr.with_lifecycle(IDLE).unset(NOTIFIED).ref_dec_one(
-                TransitionToIdleKeepRef::Ok,
-                TransitionToIdleKeepRef::OkDealloc,
-            )
-        })
+        self.end_pending_poll("transition_to_idle_keep_ref", true)
     }
 
     /// A waker fired by value: [`State::transition_to_notified`] with the

@@ -219,3 +219,43 @@ impl Future for Never {
         Poll::Pending
     }
 }
+
+/// The far end of a `WaitFlag`: opens it and wakes the task.
+pub struct Gate {
+    pub flag: Arc<AtomicBool>,
+    pub slot: Arc<Mutex<Option<Waker>>>,
+    pub polls: Arc<AtomicUsize>,
+}
+
+impl Gate {
+    /// A `WaitFlag` future and its gate.
+    pub fn new() -> (WaitFlag, Gate) {
+        let gate = Gate {
+            flag: Arc::new(AtomicBool::new(false)),
+            slot: Arc::new(Mutex::new(None)),
+            polls: counter(),
+        };
+        let f = WaitFlag {
+            flag: gate.flag.clone(),
+            slot: gate.slot.clone(),
+            polls: gate.polls.clone(),
+        };
+        (f, gate)
+    }
+
+    /// Set the flag (Release: pairs with the future's Acquire load), then
+    /// wake the stored waker by value.
+    pub fn open(&self) {
+        self.flag.store(true, Ordering::Release);
+        self.take_waker().wake();
+    }
+
+    /// The waker the last Pending poll stored.
+    pub fn take_waker(&self) -> Waker {
+        self.slot.lock().unwrap().take().expect("no waker stored")
+    }
+
+    pub fn polls(&self) -> usize {
+        count(&self.polls)
+    }
+}
