@@ -16,9 +16,17 @@ use magpie_benches::async_workloads::{
     yield_many, AsyncRuntime, Busy1, MagpieRt, TokioRt, NUM_SPAWN, SKYNET_LEAVES, WORKERS,
 };
 use magpie_benches::proc_stats::loadavg;
-use magpie_benches::report::{summary, GroupSpec, Recorder};
+use magpie_benches::report::{alternate, csv, save_results, summary, GroupSpec, Recorder};
 
 static REC: Recorder = Recorder::new();
+/// The strictly alternating runs (`report::alternate`), the ratios in
+/// docs/benchmarks.md.
+static ALT: Recorder = Recorder::new();
+
+/// Alternating rounds per workload (each round runs tokio and magpie once).
+const ALT_ROUNDS: usize = 41;
+/// Alternating rounds for skynet.
+const ALT_SKYNET_ROUNDS: usize = 11;
 
 /// Samples for the short workloads (0.1-20 ms an iteration).
 const SHORT_SAMPLES: usize = 30;
@@ -82,11 +90,39 @@ fn bench_on<R: AsyncRuntime>(g: &mut BenchmarkGroup<'_, WallTime>, workload: &'s
     }
 }
 
+/// One timed iteration of `workload` on `rt`. For `spawn_many_remote_busy1`
+/// the background load runs only around this iteration, so it never loads
+/// the other runtime's turn.
+fn once<R: AsyncRuntime>(rt: &R, workload: &str, handles: &mut Vec<R::JoinHandle<()>>) -> Duration {
+    let busy = (workload == "spawn_many_remote_busy1").then(|| Busy1::start(rt, WORKERS));
+    let t0 = Instant::now();
+    match workload {
+        "spawn_many_local" => spawn_many_local(rt),
+        "spawn_many_remote_idle" | "spawn_many_remote_busy1" => spawn_many_remote(rt, handles),
+        "ping_pong" => ping_pong(rt),
+        "yield_many" => yield_many(rt),
+        "chained_spawn" => chained_spawn(rt),
+        "skynet" => {
+            let expected = SKYNET_LEAVES * (SKYNET_LEAVES - 1) / 2;
+            assert_eq!(skynet(rt, SKYNET_LEAVES), expected, "skynet/{}", R::NAME);
+        }
+        other => unreachable!("unknown workload {other}"),
+    }
+    let t = t0.elapsed();
+    if let Some(busy) = busy {
+        busy.stop(rt);
+    }
+    t
+}
+
 fn main() {
     let load_before = loadavg();
     let mut c = Criterion::default().configure_from_args();
+    // MAGPIE_ALT_ONLY=1 skips criterion's runs and keeps only the
+    // alternating ones.
+    let criterion_runs = std::env::var_os("MAGPIE_ALT_ONLY").is_none();
 
-    for workload in WORKLOADS {
+    for workload in WORKLOADS.into_iter().filter(|_| criterion_runs) {
         let mut g = c.benchmark_group(workload);
         if workload == "skynet" {
             g.sample_size(SKYNET_SAMPLES)
@@ -104,6 +140,32 @@ fn main() {
     }
 
     c.final_summary();
+
+    // The alternating pass: both runtimes alive, one iteration each in turn.
+    let tokio = TokioRt::with_workers(WORKERS);
+    let magpie = MagpieRt::with_workers(WORKERS);
+    let (mut th, mut mh) = (Vec::new(), Vec::new());
+    for workload in WORKLOADS {
+        let rounds = if workload == "skynet" {
+            ALT_SKYNET_ROUNDS
+        } else {
+            ALT_ROUNDS
+        };
+        // One untimed warm-up iteration each.
+        once(&tokio, workload, &mut th);
+        once(&magpie, workload, &mut mh);
+        alternate(
+            &ALT,
+            workload,
+            rounds,
+            &mut [
+                ("tokio", &mut || once(&tokio, workload, &mut th)),
+                ("magpie", &mut || once(&magpie, workload, &mut mh)),
+            ],
+        );
+    }
+    drop((tokio, magpie));
+
     let specs: Vec<GroupSpec> = WORKLOADS
         .iter()
         .map(|&name| GroupSpec {
@@ -124,5 +186,24 @@ fn main() {
         .collect();
     println!("\n== async summary: medians of the measured samples, {WORKERS} workers ==");
     println!("load average before: {load_before}; after: {}", loadavg());
-    print!("{}", summary(&REC, &specs));
+    if criterion_runs {
+        println!("-- criterion (each runtime's samples in one block)");
+        print!("{}", summary(&REC, &specs));
+    }
+    let alt_specs: Vec<GroupSpec> = specs
+        .iter()
+        .map(|s| GroupSpec {
+            samples: if s.name == "skynet" {
+                ALT_SKYNET_ROUNDS
+            } else {
+                ALT_ROUNDS
+            },
+            ..*s
+        })
+        .collect();
+    println!("-- alternating ({ALT_ROUNDS} rounds, skynet {ALT_SKYNET_ROUNDS}; tokio and magpie in turn)");
+    print!("{}", summary(&ALT, &alt_specs));
+    if let Some(path) = save_results("async_rt.csv", &csv(&ALT, "async_rt", &alt_specs)) {
+        println!("wrote {}", path.display());
+    }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use magpie_benches::proc_stats::loadavg;
-use magpie_benches::report::{summary, GroupSpec, Recorder};
+use magpie_benches::report::{alternate, csv, save_results, summary, GroupSpec, Recorder};
 use magpie_benches::tally::Tally;
 use magpie_benches::typed::{
     run_sequential, time_inject_batched, time_inject_single, time_sequential, time_tree,
@@ -22,6 +22,11 @@ use magpie_benches::typed::{
 use magpie_benches::work::calibration;
 
 static REC: Recorder = Recorder::new();
+/// The strictly alternating runs, the ratios in docs/benchmarks.md.
+static ALT: Recorder = Recorder::new();
+
+/// Alternating rounds per group (each round runs every peer once).
+const ALT_ROUNDS: usize = 11;
 
 /// Samples per benchmark: every iteration here is 10-500 ms.
 const SAMPLES: usize = 10;
@@ -59,6 +64,56 @@ fn peer(
     });
 }
 
+/// A peer's single timed iteration: its time and its checksum.
+type Run<'a> = Box<dyn FnMut() -> (Duration, Tally) + 'a>;
+/// A checked run: its time only.
+type Timed<'a> = Box<dyn FnMut() -> Duration + 'a>;
+
+/// Runs `peers` under criterion (unless `MAGPIE_ALT_ONLY` is set), then
+/// `rounds` strictly alternating rounds of them into [`ALT`]. Every run's
+/// checksum must equal `expected`.
+fn run_group(
+    c: &mut Criterion,
+    name: &'static str,
+    expected: Tally,
+    rounds: usize,
+    mut peers: Vec<(&'static str, Run<'_>)>,
+) {
+    if criterion_runs() {
+        let mut g = group(c, name, expected.count);
+        for (peer_name, one) in &mut peers {
+            peer(&mut g, name, peer_name, expected, one);
+        }
+        g.finish();
+    }
+    let mut checked: Vec<(&str, Timed<'_>)> = peers
+        .iter_mut()
+        .map(|(peer_name, one)| {
+            let peer_name: &'static str = peer_name;
+            let f: Timed<'_> = Box::new(move || {
+                let (t, tally) = one();
+                assert_eq!(tally, expected, "{name}/{peer_name}: checksum mismatch");
+                t
+            });
+            (peer_name, f)
+        })
+        .collect();
+    // One untimed warm-up run of each.
+    for (_, f) in &mut checked {
+        f();
+    }
+    let mut refs: Vec<(&str, &mut dyn FnMut() -> Duration)> = checked
+        .iter_mut()
+        .map(|(n, f)| (*n, &mut **f as &mut dyn FnMut() -> Duration))
+        .collect();
+    alternate(&ALT, name, rounds, &mut refs);
+}
+
+/// Whether criterion's own runs happen (`MAGPIE_ALT_ONLY` unset).
+fn criterion_runs() -> bool {
+    std::env::var_os("MAGPIE_ALT_ONLY").is_none()
+}
+
 /// Every tree peer on `w`. `seq` adds the sequential baseline.
 fn tree_peers<W: magpie_benches::typed::Workload>(
     c: &mut Criterion,
@@ -68,38 +123,30 @@ fn tree_peers<W: magpie_benches::typed::Workload>(
     expected: Tally,
     seq: bool,
 ) {
-    let mut g = group(c, name, expected.count);
     let roots = [root];
+    let rayon = RayonPeer::new(WORKERS);
+    let tokio = TokioTreePeer::new(WORKERS);
+    let (w, roots, rayon, tokio) = (&w, &roots, &rayon, &tokio);
+    let mut peers: Vec<(&'static str, Run<'_>)> = Vec::new();
     if seq {
-        peer(&mut g, name, "seq", expected, || {
-            time_sequential(&w, &roots)
-        });
+        peers.push(("seq", Box::new(move || time_sequential(w, roots))));
     }
-    peer(&mut g, name, "cb", expected, || {
-        time_tree::<CbPool<W>, W>(WORKERS, &w, &roots)
-    });
-    peer(&mut g, name, "magpie", expected, || {
-        time_tree::<MagpiePool<W>, W>(WORKERS, &w, &roots)
-    });
-    peer(&mut g, name, "magpie_stealable_lifo", expected, || {
-        time_tree::<MagpieStealableLifoPool<W>, W>(WORKERS, &w, &roots)
-    });
-    {
-        let rayon = RayonPeer::new(WORKERS);
-        peer(&mut g, name, "rayon_scope", expected, || {
-            rayon.scope_tree(&w, &roots)
-        });
-        peer(&mut g, name, "rayon_join", expected, || {
-            rayon.join_tree(&w, &roots)
-        });
-    }
-    {
-        let tokio = TokioTreePeer::new(WORKERS);
-        peer(&mut g, name, "tokio", expected, || {
-            tokio.spawn_tree(&w, &roots)
-        });
-    }
-    g.finish();
+    peers.push((
+        "cb",
+        Box::new(move || time_tree::<CbPool<W>, W>(WORKERS, w, roots)),
+    ));
+    peers.push((
+        "magpie",
+        Box::new(move || time_tree::<MagpiePool<W>, W>(WORKERS, w, roots)),
+    ));
+    peers.push((
+        "magpie_stealable_lifo",
+        Box::new(move || time_tree::<MagpieStealableLifoPool<W>, W>(WORKERS, w, roots)),
+    ));
+    peers.push(("rayon_scope", Box::new(move || rayon.scope_tree(w, roots))));
+    peers.push(("rayon_join", Box::new(move || rayon.join_tree(w, roots))));
+    peers.push(("tokio", Box::new(move || tokio.spawn_tree(w, roots))));
+    run_group(c, name, expected, ALT_ROUNDS, peers);
 }
 
 fn main() {
@@ -138,28 +185,42 @@ fn main() {
     tree_peers(&mut c, "uts_work", uts, uts.root(), uts_expected, true);
 
     let inject_expected = Tally::of_range(INJECT_TASKS);
-    {
-        let name = "inject_1m_single";
-        let mut g = group(&mut c, name, INJECT_TASKS);
-        peer(&mut g, name, "cb", inject_expected, || {
-            time_inject_single::<CbPool<Sink>>(WORKERS, INJECT_TASKS)
-        });
-        peer(&mut g, name, "magpie", inject_expected, || {
-            time_inject_single::<MagpiePool<Sink>>(WORKERS, INJECT_TASKS)
-        });
-        g.finish();
-    }
-    {
-        let name = "inject_1m_batch1024";
-        let mut g = group(&mut c, name, INJECT_TASKS);
-        peer(&mut g, name, "cb", inject_expected, || {
-            time_inject_batched::<CbPool<Sink>>(WORKERS, INJECT_TASKS, INJECT_BATCH)
-        });
-        peer(&mut g, name, "magpie", inject_expected, || {
-            time_inject_batched::<MagpiePool<Sink>>(WORKERS, INJECT_TASKS, INJECT_BATCH)
-        });
-        g.finish();
-    }
+    run_group(
+        &mut c,
+        "inject_1m_single",
+        inject_expected,
+        ALT_ROUNDS,
+        vec![
+            (
+                "cb",
+                Box::new(|| time_inject_single::<CbPool<Sink>>(WORKERS, INJECT_TASKS)),
+            ),
+            (
+                "magpie",
+                Box::new(|| time_inject_single::<MagpiePool<Sink>>(WORKERS, INJECT_TASKS)),
+            ),
+        ],
+    );
+    run_group(
+        &mut c,
+        "inject_1m_batch1024",
+        inject_expected,
+        ALT_ROUNDS,
+        vec![
+            (
+                "cb",
+                Box::new(|| {
+                    time_inject_batched::<CbPool<Sink>>(WORKERS, INJECT_TASKS, INJECT_BATCH)
+                }),
+            ),
+            (
+                "magpie",
+                Box::new(|| {
+                    time_inject_batched::<MagpiePool<Sink>>(WORKERS, INJECT_TASKS, INJECT_BATCH)
+                }),
+            ),
+        ],
+    );
 
     c.final_summary();
     let spec = |name, tasks, speedup: bool| GroupSpec {
@@ -180,7 +241,7 @@ fn main() {
         ("tree_d17_work", work.expected().count),
         ("uts_work", uts_expected.count),
     ] {
-        if let Some(seq) = REC.median(name, "seq", SAMPLES) {
+        if let Some(seq) = ALT.median(name, "seq", ALT_ROUNDS) {
             let ideal = tasks as f64 * f64::from(cal.iters_per_task) * cal.ns_per_iter;
             println!(
                 "{name}: sequential loop ran at {:.0} % of the calibrated speed",
@@ -188,17 +249,24 @@ fn main() {
             );
         }
     }
-    print!(
-        "{}",
-        summary(
-            &REC,
-            &[
-                spec("tree_d20_empty", empty.expected().count, false),
-                spec("tree_d17_work", work.expected().count, true),
-                spec("uts_work", uts_expected.count, true),
-                spec("inject_1m_single", INJECT_TASKS, false),
-                spec("inject_1m_batch1024", INJECT_TASKS, false),
-            ],
-        )
-    );
+    let specs = [
+        spec("tree_d20_empty", empty.expected().count, false),
+        spec("tree_d17_work", work.expected().count, true),
+        spec("uts_work", uts_expected.count, true),
+        spec("inject_1m_single", INJECT_TASKS, false),
+        spec("inject_1m_batch1024", INJECT_TASKS, false),
+    ];
+    if criterion_runs() {
+        println!("-- criterion (each peer's samples in one block)");
+        print!("{}", summary(&REC, &specs));
+    }
+    let alt_specs = specs.map(|s| GroupSpec {
+        samples: ALT_ROUNDS,
+        ..s
+    });
+    println!("-- alternating ({ALT_ROUNDS} rounds; every peer once per round, in turn)");
+    print!("{}", summary(&ALT, &alt_specs));
+    if let Some(path) = save_results("typed.csv", &csv(&ALT, "typed", &alt_specs)) {
+        println!("wrote {}", path.display());
+    }
 }

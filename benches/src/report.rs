@@ -153,6 +153,84 @@ pub fn summary(rec: &Recorder, specs: &[GroupSpec]) -> String {
     out
 }
 
+/// Runs every peer once per round for `rounds` rounds, the peers strictly
+/// alternating (the first peer of each round rotates, so no peer always runs
+/// right after the same neighbour), and records each run in `rec` under
+/// `group`. Each `run` returns the time of one iteration.
+///
+/// This is the measurement the ratios in docs/benchmarks.md come from:
+/// criterion runs all samples of one peer before the next, so a change in
+/// background load between peers shows up as a ratio; here it hits every
+/// peer alike.
+pub fn alternate(
+    rec: &Recorder,
+    group: &str,
+    rounds: usize,
+    peers: &mut [(&str, &mut dyn FnMut() -> Duration)],
+) {
+    let n = peers.len();
+    for round in 0..rounds {
+        for k in 0..n {
+            let (name, run) = &mut peers[(round + k) % n];
+            let t = run();
+            rec.record(group, name, 1, t);
+        }
+    }
+}
+
+/// The summary of `specs` as CSV rows
+/// `bench,group,peer,tasks,median_ns,ns_per_task,ratio,ratio_to,speedup,speedup_over`
+/// (a header first), for `benches/plot.py`.
+pub fn csv(rec: &Recorder, bench: &str, specs: &[GroupSpec]) -> String {
+    let mut out = String::from(
+        "bench,group,peer,tasks,median_ns,ns_per_task,ratio,ratio_to,speedup,speedup_over\n",
+    );
+    for spec in specs {
+        let base = |p: Option<&str>| p.and_then(|p| rec.median(spec.name, p, spec.samples));
+        let (rb, sb) = (base(spec.ratio_to), base(spec.speedup_over));
+        for peer in rec.peers(spec.name) {
+            let Some(m) = rec.median(spec.name, &peer, spec.samples) else {
+                continue;
+            };
+            let ns = m.as_secs_f64() * 1e9;
+            let per_task = if spec.tasks > 0 {
+                format!("{:.3}", ns / spec.tasks as f64)
+            } else {
+                String::new()
+            };
+            let ratio = rb.map_or(String::new(), |b| {
+                format!("{:.4}", m.as_secs_f64() / b.as_secs_f64())
+            });
+            let speedup = sb.map_or(String::new(), |b| {
+                format!("{:.4}", b.as_secs_f64() / m.as_secs_f64())
+            });
+            out.push_str(&format!(
+                "{bench},{},{peer},{},{ns:.0},{per_task},{ratio},{},{speedup},{}\n",
+                spec.name,
+                spec.tasks,
+                spec.ratio_to.unwrap_or(""),
+                spec.speedup_over.unwrap_or(""),
+            ));
+        }
+    }
+    out
+}
+
+/// Writes `contents` to `target/bench-results/NAME` (creating the folder)
+/// and returns the path, or prints why it could not.
+pub fn save_results(name: &str, contents: &str) -> Option<std::path::PathBuf> {
+    // Benches run with the package folder as the working directory.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-results");
+    let path = dir.join(name);
+    match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, contents)) {
+        Ok(()) => Some(path),
+        Err(e) => {
+            eprintln!("could not write {}: {e}", path.display());
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,5 +273,33 @@ mod tests {
         assert!(s.contains("speedup 2.000 over seq"), "{s}");
         assert!(s.contains("2.000x cb"), "{s}");
         assert!(s.contains("50000.00 ns/task"), "{s}");
+    }
+    #[test]
+    fn alternate_rotates_the_first_peer_and_records_every_run() {
+        let rec = Recorder::new();
+        let order = std::cell::RefCell::new(Vec::new());
+        let mut a = || {
+            order.borrow_mut().push('a');
+            Duration::from_millis(1)
+        };
+        let mut b = || {
+            order.borrow_mut().push('b');
+            Duration::from_millis(3)
+        };
+        alternate(&rec, "g", 3, &mut [("a", &mut a), ("b", &mut b)]);
+        assert_eq!(order.into_inner(), vec!['a', 'b', 'b', 'a', 'a', 'b']);
+        assert_eq!(rec.median("g", "b", 3), Some(Duration::from_millis(3)));
+        let out = csv(
+            &rec,
+            "t",
+            &[GroupSpec {
+                name: "g",
+                tasks: 0,
+                samples: 3,
+                ratio_to: Some("a"),
+                speedup_over: None,
+            }],
+        );
+        assert!(out.contains("t,g,b,0,3000000,,3.0000,a,,"), "{out}");
     }
 }
