@@ -16,7 +16,9 @@ use magpie_benches::async_workloads::{
     yield_many, AsyncRuntime, Busy1, MagpieRt, TokioRt, NUM_SPAWN, SKYNET_LEAVES, WORKERS,
 };
 use magpie_benches::proc_stats::loadavg;
-use magpie_benches::report::{alternate, csv, save_results, summary, GroupSpec, Recorder};
+use magpie_benches::report::{
+    alternate, csv, save_results, selected, summary, GroupSpec, Recorder,
+};
 
 static REC: Recorder = Recorder::new();
 /// The strictly alternating runs (`report::alternate`), the ratios in
@@ -145,7 +147,7 @@ fn main() {
     let tokio = TokioRt::with_workers(WORKERS);
     let magpie = MagpieRt::with_workers(WORKERS);
     let (mut th, mut mh) = (Vec::new(), Vec::new());
-    for workload in WORKLOADS {
+    for workload in WORKLOADS.into_iter().filter(|w| selected(w)) {
         let rounds = if workload == "skynet" {
             ALT_SKYNET_ROUNDS
         } else {

@@ -12,7 +12,9 @@ use std::time::Duration;
 use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use magpie_benches::proc_stats::loadavg;
-use magpie_benches::report::{alternate, csv, save_results, summary, GroupSpec, Recorder};
+use magpie_benches::report::{
+    alternate, csv, save_results, selected, summary, GroupSpec, Recorder,
+};
 use magpie_benches::tally::Tally;
 use magpie_benches::typed::{
     run_sequential, time_inject_batched, time_inject_single, time_sequential, time_tree,
@@ -98,6 +100,9 @@ fn run_group(
             (peer_name, f)
         })
         .collect();
+    if !selected(name) {
+        return;
+    }
     // One untimed warm-up run of each.
     for (_, f) in &mut checked {
         f();

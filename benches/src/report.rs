@@ -178,6 +178,16 @@ pub fn alternate(
     }
 }
 
+/// Whether the alternating pass should run `group`: the bench's first
+/// non-flag argument (criterion's filter, `cargo bench --bench typed --
+/// tree_d20`) must be a substring of it, if given.
+pub fn selected(group: &str) -> bool {
+    std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .is_none_or(|f| group.contains(&f))
+}
+
 /// The summary of `specs` as CSV rows
 /// `bench,group,peer,tasks,median_ns,ns_per_task,ratio,ratio_to,speedup,speedup_over`
 /// (a header first), for `benches/plot.py`.
@@ -220,7 +230,11 @@ pub fn csv(rec: &Recorder, bench: &str, specs: &[GroupSpec]) -> String {
 /// and returns the path, or prints why it could not.
 pub fn save_results(name: &str, contents: &str) -> Option<std::path::PathBuf> {
     // Benches run with the package folder as the working directory.
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-results");
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = manifest
+        .parent()
+        .unwrap_or(manifest)
+        .join("target/bench-results");
     let path = dir.join(name);
     match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, contents)) {
         Ok(()) => Some(path),
