@@ -9,7 +9,7 @@
 //! CARGO_TARGET_DIR=target/loom cargo test -p magpie-core --release --test loom_queue`
 //!
 //! The tour of what each model catches (and the broken variant that shows it)
-//! is `docs/loom-parts/queue.md`.
+//! is `docs/loom.md`.
 //!
 //! Every model runs several passes (see [`explore`]): once as written, then
 //! once per thread as "leader", the others yielding before their first step.

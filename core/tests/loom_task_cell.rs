@@ -13,7 +13,7 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
 //! CARGO_TARGET_DIR=target/loom cargo test -p magpie-core --release --test
-//! loom_task_cell`. The tour is in `docs/loom-parts/task-cell.md`.
+//! loom_task_cell`. The tour is in `docs/loom.md`.
 #![cfg(loom)]
 
 use std::collections::VecDeque;

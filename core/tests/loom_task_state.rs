@@ -10,7 +10,7 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
 //! CARGO_TARGET_DIR=target/loom cargo test -p magpie-core --release --test
-//! loom_task_state`. The tour is in `docs/loom-parts/task-gate.md`.
+//! loom_task_state`. The tour is in `docs/loom.md`.
 #![cfg(loom)]
 
 use magpie_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
