@@ -7,6 +7,7 @@ pub mod archive;
 pub mod chunk;
 pub mod cli;
 pub mod corpus;
+pub mod pipeline;
 pub mod pool;
 pub mod report;
 pub mod rules;
@@ -19,9 +20,7 @@ pub mod walk;
 ///
 /// `main` maps the result to the exit code with [`report::exit_code`]:
 /// 0 clean, 1 findings, 2 error (a broken pipe counts as clean).
-pub fn run(_config: cli::Config) -> Result<report::Outcome, report::ScanError> {
-    Err(report::ScanError::Other(
-        "the scanner is not built yet (issue 5); nothing was scanned".into(),
-    ))
+pub fn run(config: cli::Config) -> Result<report::Outcome, report::ScanError> {
+    pipeline::run(config)
 }
 
