@@ -23,4 +23,3 @@ pub mod walk;
 pub fn run(config: cli::Config) -> Result<report::Outcome, report::ScanError> {
     pipeline::run(config)
 }
-

@@ -76,7 +76,10 @@ fn object_ctx_releases_permit_on_drop() {
     assert_eq!(f.in_flight(0), 0);
     let s = f.stats();
     assert_eq!((s.acquired_total(), s.ended(), s.scanned), (1, 1, 1));
-    assert!(f.try_acquire_ctx(desc("b", 0)).is_some(), "the place is free");
+    assert!(
+        f.try_acquire_ctx(desc("b", 0)).is_some(),
+        "the place is free"
+    );
 }
 
 /// FetchSync(0) -> FetchSync(1) -> Scan(0) -> Scan(1), as the pipeline
@@ -157,12 +160,13 @@ fn an_object_dropped_without_an_end_counts_as_abandoned() {
 fn levels_are_separate_budgets() {
     let f = ObjectFrontier::new(&[1, 2]);
     let archive = f.try_acquire_ctx(desc("a.zip", 0)).unwrap();
-    assert!(
-        f.try_acquire_ctx(desc("b", 0)).is_none(),
-        "level 0 is full"
-    );
-    let m1 = f.try_acquire_ctx(desc("a.zip!1", 1)).expect("level 1 has room");
-    let m2 = f.try_acquire_ctx(desc("a.zip!2", 1)).expect("level 1 has room");
+    assert!(f.try_acquire_ctx(desc("b", 0)).is_none(), "level 0 is full");
+    let m1 = f
+        .try_acquire_ctx(desc("a.zip!1", 1))
+        .expect("level 1 has room");
+    let m2 = f
+        .try_acquire_ctx(desc("a.zip!2", 1))
+        .expect("level 1 has room");
     assert!(f.try_acquire_ctx(desc("a.zip!3", 1)).is_none());
     assert_eq!(m1.desc().level, 1);
     drop((archive, m1, m2));

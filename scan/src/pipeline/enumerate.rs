@@ -126,7 +126,10 @@ fn archive(shared: &Shared, mut ae: Box<ArchiveEnum>, ctx: &mut Ctx) -> Option<N
             };
             let desc = ObjectDescriptor::new(p.path, p.size_hint.unwrap_or(0), level);
             let obj = ObjectCtx::new(desc, permit);
-            let top = ae.stack.last_mut().expect("a pending member has an archive");
+            let top = ae
+                .stack
+                .last_mut()
+                .expect("a pending member has an archive");
             match p.nested {
                 Some(kind) => match top.cursor.open_nested(kind) {
                     Ok(cursor) => {

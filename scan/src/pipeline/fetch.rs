@@ -5,7 +5,9 @@
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 
-use crate::archive::{detect_file, ArchiveCursor, ArchiveKind, PolicyAction, RootBudget, SNIFF_LEN};
+use crate::archive::{
+    detect_file, ArchiveCursor, ArchiveKind, PolicyAction, RootBudget, SNIFF_LEN,
+};
 use crate::chunk::{ChunkCursor, ChunkMeta};
 use crate::pool::PooledBuf;
 use crate::report::ScanError;
@@ -83,13 +85,14 @@ fn first_file_chunk(
     } else {
         open_regular_nofollow(&path)
     };
-    let (file, size) = match opened.and_then(|(f, s)| check_size(s, st.max_file_size).map(|()| (f, s))) {
-        Ok(x) => x,
-        Err(reason) => {
-            finished(shared, &obj, ObjectEnd::Skipped(reason));
-            return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
-        }
-    };
+    let (file, size) =
+        match opened.and_then(|(f, s)| check_size(s, st.max_file_size).map(|()| (f, s))) {
+            Ok(x) => x,
+            Err(reason) => {
+                finished(shared, &obj, ObjectEnd::Skipped(reason));
+                return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
+            }
+        };
     let cs = st.chunk_size;
     let read = match read_chunk_at(&file, 0, size, &mut buf.full_mut()[..cs]) {
         Ok(r) => r,
@@ -134,11 +137,7 @@ fn open_archive(
     kind: ArchiveKind,
     ctx: &mut Ctx,
 ) {
-    let arch = shared
-        .settings
-        .archives
-        .as_ref()
-        .expect("archives are on");
+    let arch = shared.settings.archives.as_ref().expect("archives are on");
     let root = RootBudget::new(arch.limits.max_root_bytes);
     match ArchiveCursor::open(file, kind, 1, &arch.limits, root) {
         Ok(cursor) => {

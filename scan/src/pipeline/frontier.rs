@@ -442,9 +442,9 @@ impl ObjectCtx {
         };
         // Relaxed: read only by the drop of the last reference, which the
         // Arc's own Release/Acquire on its count orders after this store.
-        let prev = self
-            .end
-            .compare_exchange(END_PENDING, code, Ordering::Relaxed, Ordering::Relaxed);
+        let prev =
+            self.end
+                .compare_exchange(END_PENDING, code, Ordering::Relaxed, Ordering::Relaxed);
         debug_assert!(prev.is_ok(), "{:?} ended twice", self.desc.path);
     }
 
@@ -625,9 +625,8 @@ mod loom_tests {
             let held = frontier.try_acquire_ctx(desc()).unwrap();
             let (f2, l2) = (frontier.clone(), Arc::clone(&list));
             let parker = loom::thread::spawn(move || {
-                let ready = |k: WaitKey| {
-                    matches!(k, WaitKey::Level(l) if f2.available(usize::from(l)) > 0)
-                };
+                let ready =
+                    |k: WaitKey| matches!(k, WaitKey::Level(l) if f2.available(usize::from(l)) > 0);
                 match f2.try_acquire(0) {
                     // The place freed first: no need to park.
                     Some(_permit) => (0, 0),
@@ -636,12 +635,14 @@ mod loom_tests {
             });
             held.set_end(ObjectEnd::Scanned);
             drop(held);
-            let ready = |k: WaitKey| {
-                matches!(k, WaitKey::Level(l) if frontier.available(usize::from(l)) > 0)
-            };
+            let ready = |k: WaitKey| matches!(k, WaitKey::Level(l) if frontier.available(usize::from(l)) > 0);
             let woken = list.wake(ready).len();
             let (parked, self_woken) = parker.join().unwrap();
-            assert_eq!(parked, woken + self_woken, "a parked task was lost or doubled");
+            assert_eq!(
+                parked,
+                woken + self_woken,
+                "a parked task was lost or doubled"
+            );
             assert_eq!(list.len(), 0, "left behind");
         });
     }
@@ -668,7 +669,11 @@ mod loom_tests {
             drop(held);
             let woken = list.wake(|_k| pool.available() > 0).len();
             let (parked, self_woken) = parker.join().unwrap();
-            assert_eq!(parked, woken + self_woken, "a parked task was lost or doubled");
+            assert_eq!(
+                parked,
+                woken + self_woken,
+                "a parked task was lost or doubled"
+            );
             assert_eq!(list.len(), 0, "left behind");
         });
     }

@@ -109,7 +109,11 @@ impl Counters {
         self.scan_count += scan_count;
         self.bytes_scanned += bytes_scanned;
         self.raw_findings += raw_findings;
-        for (a, b) in self.skipped_at_discovery.iter_mut().zip(skipped_at_discovery) {
+        for (a, b) in self
+            .skipped_at_discovery
+            .iter_mut()
+            .zip(skipped_at_discovery)
+        {
             *a += b;
         }
     }

@@ -15,7 +15,9 @@ use crate::archive::{ArchiveLimits, ArchivePolicy};
 use crate::cli::{self, Config};
 use crate::pool::BufferPool;
 use crate::report::progress::progress_wanted;
-use crate::report::{finalize, Finding, Outcome, Progress, ProgressDisplay, Reporter, ScanError, Summary};
+use crate::report::{
+    finalize, Finding, Outcome, Progress, ProgressDisplay, Reporter, ScanError, Summary,
+};
 use crate::rules::{PrefilterKind, RuleSet};
 use crate::skip::SkipReason;
 use crate::trace::{TraceSink, DEFAULT_MAX_EVENTS};
@@ -88,17 +90,32 @@ pub fn load_rules(config: &Config) -> Result<RuleSet, ScanError> {
         RuleSet::builtin()
     } else {
         let mut specs = RuleSet::builtin_specs();
+        let mut files = Vec::new();
         for path in &config.rule_files {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| ScanError::Rules(format!("{}: {e}", path.display())))?;
             let loaded = RuleSet::load_toml(&text)
                 .map_err(|e| ScanError::Rules(format!("{}: {e}", path.display())))?;
+            files.push((path, loaded.clone()));
             for spec in loaded {
                 specs.retain(|s| s.id != spec.id);
                 specs.push(spec);
             }
         }
-        RuleSet::from_specs(specs).map_err(|e| ScanError::Rules(e.to_string()))?
+        match RuleSet::from_specs(specs) {
+            Ok(rules) => rules,
+            Err(e) => {
+                // Name the file: compile each alone to find the culprit
+                // (only on this error path).
+                let culprit = files
+                    .into_iter()
+                    .find_map(|(path, specs)| RuleSet::from_specs(specs).err().map(|e| (path, e)));
+                return Err(ScanError::Rules(match culprit {
+                    Some((path, e)) => format!("{}: {e}", path.display()),
+                    None => e.to_string(),
+                }));
+            }
+        }
     };
     if !config.exclude_rules.is_empty() {
         rules
@@ -218,10 +235,7 @@ pub fn scan_with(
     let level0 = tuning
         .frontier_capacity
         .unwrap_or_else(|| frontier_capacity(fd_soft_limit()));
-    let depth = settings
-        .archives
-        .as_ref()
-        .map_or(0, |a| a.limits.max_depth);
+    let depth = settings.archives.as_ref().map_or(0, |a| a.limits.max_depth);
     let frontier = ObjectFrontier::new(&level_capacities(level0, depth));
     let buffers = tuning
         .pool_buffers
@@ -287,7 +301,9 @@ pub fn scan_with(
                 .map(|s| (*s).to_owned())
                 .or_else(|| payload.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            return Err(ScanError::Other(format!("internal error: a task panicked: {what}")));
+            return Err(ScanError::Other(format!(
+                "internal error: a task panicked: {what}"
+            )));
         }
     };
     let elapsed = started.elapsed();
@@ -374,16 +390,15 @@ fn summary(
     m.insert("scan_count", c.scan_count);
     m.insert("bytes_scanned", c.bytes_scanned);
     m.insert("objects_completed", f.ended());
+    m.insert("objects_admitted", acc.acquired);
+    m.insert("frontier_in_flight", acc.in_flight);
     // The accounting and the structures behind it.
     m.insert("objects_scanned", acc.scanned);
     m.insert("objects_expanded", acc.expanded);
     m.insert("objects_skipped", acc.skipped);
     m.insert("objects_abandoned", acc.abandoned);
     m.insert("frontier_capacity", shared.frontier.capacity(0) as u64);
-    m.insert(
-        "frontier_peak",
-        f.peak.first().copied().unwrap_or(0) as u64,
-    );
+    m.insert("frontier_peak", f.peak.first().copied().unwrap_or(0) as u64);
     m.insert("fetch_pool_empty", c.fetch_pool_empty);
     m.insert("parks", shared.waiters.parks());
     m.insert("pool_buffers", shared.pool.count() as u64);
