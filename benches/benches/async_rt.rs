@@ -13,7 +13,7 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use magpie_benches::async_workloads::{
     chained_spawn, ping_pong, skynet, skynet_tasks, spawn_many_local, spawn_many_remote,
-    yield_many, AsyncRuntime, Busy1, TokioRt, NUM_SPAWN, SKYNET_LEAVES, WORKERS,
+    yield_many, AsyncRuntime, Busy1, MagpieRt, TokioRt, NUM_SPAWN, SKYNET_LEAVES, WORKERS,
 };
 use magpie_benches::proc_stats::loadavg;
 use magpie_benches::report::{summary, GroupSpec, Recorder};
@@ -99,8 +99,7 @@ fn main() {
         }
         g.warm_up_time(Duration::from_secs(1));
         bench_on::<TokioRt>(&mut g, workload);
-        // ==== magpie adapter goes here (issue 4) ====
-        // bench_on::<MagpieRt>(&mut g, workload);
+        bench_on::<MagpieRt>(&mut g, workload);
         g.finish();
     }
 

@@ -116,11 +116,48 @@ impl AsyncRuntime for TokioRt {
     }
 }
 
-// ==== magpie adapter goes here (issue 4) ====
-// `pub struct MagpieRt(magpie_runtime::Runtime)` implementing AsyncRuntime:
-// `Runtime::builder().worker_threads(n).build()`, `rt.block_on`, `rt.spawn`,
-// `magpie_runtime::spawn`, `magpie_runtime::yield_now`; template in
-// docs/parts/bench-peers.md.
+/// magpie's async runtime.
+#[derive(Debug)]
+pub struct MagpieRt(magpie_runtime::Runtime);
+
+impl AsyncRuntime for MagpieRt {
+    const NAME: &'static str = "magpie";
+    type JoinError = magpie_runtime::JoinError;
+    type JoinHandle<T: Send + 'static> = magpie_runtime::JoinHandle<T>;
+
+    fn with_workers(workers: usize) -> Self {
+        Self(
+            magpie_runtime::Runtime::builder()
+                .worker_threads(workers)
+                .build()
+                .expect("failed to build the magpie runtime"),
+        )
+    }
+
+    fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        self.0.block_on(fut)
+    }
+
+    fn spawn<F>(&self, fut: F) -> Self::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.0.spawn(fut)
+    }
+
+    fn spawn_here<F>(fut: F) -> Self::JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        magpie_runtime::spawn(fut)
+    }
+
+    fn yield_now() -> impl Future<Output = ()> + Send {
+        magpie_runtime::yield_now()
+    }
+}
 
 /// A single-use channel carrying one value from one task to another.
 pub mod oneshot {

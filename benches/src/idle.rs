@@ -84,5 +84,38 @@ pub fn idle_tokio(workers: usize, window: Duration) -> io::Result<IdleCpu> {
     measure_window(window)
 }
 
-// ==== magpie adapter goes here: `idle_magpie` starting
-// magpie_runtime::Executor like `idle_cb` above. ====
+/// magpie's typed executor with `workers` workers, idle after a burst.
+pub fn idle_magpie(workers: usize, window: Duration) -> io::Result<IdleCpu> {
+    let done = Countdown::new(BURST);
+    let d = done.clone();
+    let cfg = magpie_runtime::ExecutorConfig {
+        workers,
+        pin_threads: false,
+        ..magpie_runtime::ExecutorConfig::default()
+    };
+    let ex = magpie_runtime::Executor::new(
+        cfg,
+        |_| (),
+        move |_: u32, _: &mut magpie_runtime::WorkerCtx<u32, ()>| d.count_down(),
+    );
+    ex.spawn_external_batch((0..BURST as u32).collect())
+        .expect("executor is open");
+    done.wait();
+    thread::sleep(SETTLE);
+    let idle = measure_window(window);
+    ex.join();
+    idle
+}
+
+/// magpie's async runtime with `workers` workers, idle after a burst.
+pub fn idle_magpie_rt(workers: usize, window: Duration) -> io::Result<IdleCpu> {
+    let rt = crate::async_workloads::MagpieRt::with_workers(workers);
+    let done = Countdown::new(BURST);
+    for _ in 0..BURST {
+        let d = done.clone();
+        drop(rt.spawn(async move { d.count_down() }));
+    }
+    done.wait();
+    thread::sleep(SETTLE);
+    measure_window(window)
+}

@@ -12,7 +12,7 @@
 //! | [`queue`] | the 256-slot two-head local run queue, the LIFO slot, the global inject queue |
 //! | [`park`] | the futex parker (UNPARKED / PARKED / NOTIFIED) |
 //! | [`idle`] | searching and parked counts, the multi-word parked bitmap |
-//! | [`task`] | the packed 64-bit task state word |
+//! | [`task`] | the packed 64-bit task state word; the raw task cell for futures, its wakers, `JoinHandle` and the registry of live tasks |
 //! | [`gate`] | the executor gate word: accepting bit plus in-flight count |
 //! | [`affinity`] | pinning a thread to a core |
 //! | [`rng`] | xorshift64 for victim selection |

@@ -7,7 +7,7 @@
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use magpie_core::affinity;
 use magpie_core::park::Parker;
@@ -15,8 +15,9 @@ use magpie_core::queue::Local;
 use magpie_core::rng::XorShift64;
 use magpie_core::sync::{hint, thread, Arc};
 
-use crate::config::{ExecutorConfig, MAX_PARK_TIMEOUT};
+use crate::config::ExecutorConfig;
 use crate::metrics::{MetricsSnapshot, WorkerMetrics};
+use crate::sched::tiered::{IdleAction, TieredIdle};
 use crate::sched::{self, Core, LifoMode, NoopTrace, ParkPrep, Parts, Shared, Step, Worker};
 use crate::worker_id;
 
@@ -384,56 +385,6 @@ fn monotonic_ns() -> u64 {
     epoch.elapsed().as_nanos() as u64
 }
 
-/// What the threaded worker does when a step finds nothing (seed 000's tiers).
-#[derive(Debug)]
-struct TieredIdle {
-    rounds: u32,
-    spin_iters: u32,
-    first_timeout: Duration,
-    next_timeout: Duration,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum IdleAction {
-    Spin,
-    Yield,
-    Park(Duration),
-}
-
-impl TieredIdle {
-    fn new(cfg: &ExecutorConfig) -> Self {
-        Self {
-            rounds: 0,
-            spin_iters: cfg.spin_iters,
-            first_timeout: cfg.park_timeout,
-            next_timeout: cfg.park_timeout,
-        }
-    }
-
-    /// Work was found: start over at the spinning tier.
-    #[inline]
-    fn on_work(&mut self) {
-        self.rounds = 0;
-        self.next_timeout = self.first_timeout;
-    }
-
-    /// Spin for `spin_iters` rounds; past that, yield every 16th round and
-    /// park otherwise. Each consecutive park doubles the timeout, up to
-    /// `MAX_PARK_TIMEOUT`, so an idle executor all but stops waking.
-    fn next_action(&mut self) -> IdleAction {
-        self.rounds = self.rounds.saturating_add(1);
-        if self.rounds <= self.spin_iters {
-            return IdleAction::Spin;
-        }
-        if (self.rounds - self.spin_iters) % 16 == 1 {
-            return IdleAction::Yield;
-        }
-        let timeout = self.next_timeout;
-        self.next_timeout = (self.next_timeout * 2).min(MAX_PARK_TIMEOUT.max(self.first_timeout));
-        IdleAction::Park(timeout)
-    }
-}
-
 fn worker_main<T, S, I, R>(
     shared: Arc<Shared<T>>,
     id: usize,
@@ -475,7 +426,7 @@ fn run_loop<T, S, R>(
     T: Send + 'static,
     R: Fn(T, &mut WorkerCtx<T, S>),
 {
-    let mut idle = TieredIdle::new(cfg);
+    let mut idle = TieredIdle::new(cfg.spin_iters, cfg.park_timeout);
     let mut just_woke = false;
     loop {
         match sched::step(ctx, trace, |ctx, task| run_task(ctx, runner, task)) {

@@ -5,7 +5,9 @@
 //!
 //! - typed tasks: [`Executor<T>`] runs plain values of one type with one
 //!   runner function, seed 000's API;
-//! - futures: the async runtime (issue 4, not yet built).
+//! - futures: [`Runtime`] (tokio-shaped: `Runtime::builder().worker_threads(n)
+//!   .build()`, `block_on`, [`spawn`], [`yield_now`], [`JoinHandle`], [`time`],
+//!   cancellation [`shield`]s).
 //!
 //! The loop is shared with a deterministic [`sim`]ulator that runs the same
 //! code on virtual workers in a seeded order and records a replayable trace.
@@ -17,6 +19,7 @@
 mod config;
 mod executor;
 mod metrics;
+mod rt;
 mod sched;
 pub mod sim;
 pub mod time;
@@ -25,5 +28,9 @@ mod worker_id;
 pub use config::{ExecutorConfig, DEFAULT_SEED, MAX_PARK_TIMEOUT};
 pub use executor::{Executor, ExecutorHandle, WorkerCtx};
 pub use metrics::{MetricsSnapshot, WorkerMetrics};
+pub use rt::{
+    shield, spawn, yield_now, AbortHandle, Builder, Handle, JoinError, JoinHandle, Runtime, Shield,
+    TaskId, YieldNow,
+};
 pub use sched::{LifoMode, SchedEvent, Source};
 pub use worker_id::current_worker_id;

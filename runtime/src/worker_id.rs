@@ -4,10 +4,10 @@
 //! keeps per-worker state outside the scheduler (a buffer pool's fast path,
 //! say) routes by it. Threads that are not workers see `None`.
 
-use magpie_core::sync::thread_local;
 use std::cell::Cell;
 
-thread_local! {
+// Plain std: the id is per OS thread and takes no part in any loom model.
+std::thread_local! {
     static WORKER_ID: Cell<Option<usize>> = const { Cell::new(None) };
 }
 

@@ -10,7 +10,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use magpie_benches::idle::{idle_cb, idle_tokio};
+use magpie_benches::idle::{idle_cb, idle_magpie, idle_magpie_rt, idle_tokio};
 
 const WORKERS: usize = 2;
 
@@ -29,7 +29,7 @@ fn main() -> ExitCode {
                 }
             },
             _ => {
-                eprintln!("usage: idle_cpu --executor cb|tokio [--secs N]");
+                eprintln!("usage: idle_cpu --executor cb|tokio|magpie|magpie-rt [--secs N]");
                 return ExitCode::from(2);
             }
         }
@@ -38,9 +38,10 @@ fn main() -> ExitCode {
     let result = match executor.as_deref() {
         Some("cb") => idle_cb(WORKERS, window),
         Some("tokio") => idle_tokio(WORKERS, window),
-        // ==== magpie adapter goes here: Some("magpie") => idle_magpie(WORKERS, window) ====
+        Some("magpie") => idle_magpie(WORKERS, window),
+        Some("magpie-rt") => idle_magpie_rt(WORKERS, window),
         _ => {
-            eprintln!("usage: idle_cpu --executor cb|tokio [--secs N]");
+            eprintln!("usage: idle_cpu --executor cb|tokio|magpie|magpie-rt [--secs N]");
             return ExitCode::from(2);
         }
     };

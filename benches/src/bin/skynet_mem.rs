@@ -8,7 +8,9 @@
 
 use std::process::ExitCode;
 
-use magpie_benches::async_workloads::{skynet_once, skynet_tasks, TokioRt, SKYNET_LEAVES, WORKERS};
+use magpie_benches::async_workloads::{
+    skynet_once, skynet_tasks, MagpieRt, TokioRt, SKYNET_LEAVES, WORKERS,
+};
 use magpie_benches::proc_stats::vm_hwm_kib;
 
 fn usage() -> ExitCode {
@@ -37,9 +39,9 @@ fn main() -> ExitCode {
     let before = vm_hwm_kib().unwrap_or(0);
     let (sum, elapsed) = match runtime {
         "tokio" => skynet_once::<TokioRt>(workers),
-        // ==== magpie adapter goes here: "magpie" => skynet_once::<MagpieRt>(workers) ====
+        "magpie" => skynet_once::<MagpieRt>(workers),
         other => {
-            eprintln!("unknown runtime {other:?} (known: tokio)");
+            eprintln!("unknown runtime {other:?} (known: tokio, magpie)");
             return ExitCode::from(2);
         }
     };

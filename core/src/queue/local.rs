@@ -63,6 +63,26 @@ impl Head {
         (self.0 & REAL_MASK) as u32
     }
 
+    /// `real` advanced by one, and `steal` with it unless a steal is in
+    /// progress (R2). One add unless `real` is about to wrap.
+    #[inline]
+    const fn advance_real(self) -> Self {
+        let step = if self.is_stealing() {
+            1
+        } else {
+            (1 << REAL_BITS) | 1
+        };
+        if self.real() != u32::MAX {
+            // No carry out of the `real` half, and `steal + 1` may wrap out
+            // of the word, which is `steal`'s own wrap.
+            Head(self.0.wrapping_add(step))
+        } else if self.is_stealing() {
+            Head::new(self.steal(), 0)
+        } else {
+            Head::new(0, 0)
+        }
+    }
+
     /// A stealer has claimed `[steal, real)`-ish and not yet released it.
     #[inline]
     const fn is_stealing(self) -> bool {
@@ -71,6 +91,11 @@ impl Head {
 }
 
 const _: () = {
+    assert!(Head::new(4, 4).advance_real().0 == Head::new(5, 5).0);
+    assert!(Head::new(4, 6).advance_real().0 == Head::new(4, 7).0);
+    assert!(Head::new(u32::MAX, u32::MAX).advance_real().0 == Head::new(0, 0).0);
+    assert!(Head::new(9, u32::MAX).advance_real().0 == Head::new(9, 0).0);
+    assert!(Head::new(u32::MAX, 3).advance_real().0 == Head::new(u32::MAX, 4).0);
     let h = Head::new(7, u32::MAX);
     assert!(h.steal() == 7 && h.real() == u32::MAX);
     assert!(Head::new(3, 3).0 == (3 << 32) | 3);
@@ -165,7 +190,7 @@ pub fn local<T: Send>() -> (Local<T>, Steal<T>) {
     let local = Local {
         inner: inner.clone(),
         tail: 0,
-        steal: 0,
+        head: Head::new(0, 0),
         _not_sync: PhantomData,
     };
     (local, Steal(inner))
@@ -185,10 +210,13 @@ pub struct Local<T> {
     /// The owner's copy of `tail`. Only the owner writes `inner.tail`, so this
     /// is the true value; `inner.tail` may lag it by an unpublished batch.
     tail: u32,
-    /// A lower bound on `head.steal`, last read with Acquire. Slots of
-    /// positions below it have been read by whoever claimed them, and those
-    /// reads happen-before our next write (P1).
-    steal: u32,
+    /// The last value of `head` the owner read (with Acquire) or wrote. Both
+    /// halves are lower bounds of the live ones, since stealers only move
+    /// them forward. Its `steal` bounds slot reuse: slots of positions below
+    /// it have been read by whoever claimed them, and those reads
+    /// happen-before our next write (P1). It is also the expected value of
+    /// the owner's next CAS (R2), which then needs no load first.
+    head: Head,
     /// `Cell<()>` is `Send` and `!Sync`, which is what we want for `Local`.
     _not_sync: PhantomData<Cell<()>>,
 }
@@ -218,24 +246,26 @@ impl<T: Send> Local<T> {
         (CAP - self.tail.wrapping_sub(head.steal())) as usize
     }
 
-    /// Reads `head` with Acquire and refreshes the owner's `steal` bound.
+    /// Reads `head` with Acquire into the owner's cached copy.
     #[inline]
     fn refresh_head(&mut self) -> Head {
         // Acquire: pairs with the Release CAS of a stealer's release step (S4),
         // reached through the release sequence of RMWs on `head`. The
         // stealer's reads of the slots below the new `steal` happen-before
         // the owner writes them again.
-        let head = Head(self.inner.head.load(Ordering::Acquire));
+        self.head = Head(self.inner.head.load(Ordering::Acquire));
+        self.head
+    }
+
+    /// The oldest position whose slot may still be unread, by the cached
+    /// `head`: the owner may write position `p` while `p - reuse_bound < CAP`.
+    #[inline]
+    fn reuse_bound(&self) -> u32 {
         #[cfg(not(magpie_broken = "owner_reuses_unreleased_slots"))]
-        {
-            self.steal = head.steal();
-        }
+        return self.head.steal();
         // Broken: treats slots a stealer is still copying as free.
         #[cfg(magpie_broken = "owner_reuses_unreleased_slots")]
-        {
-            self.steal = head.real();
-        }
-        head
+        return self.head.real();
     }
 
     /// Makes every slot below `tail` visible to stealers (P2).
@@ -263,8 +293,8 @@ impl<T: Send> Local<T> {
     #[inline]
     pub fn push_back_or_overflow(&mut self, task: T, inject: &Inject<T>) -> usize {
         // P1: room is checked against the cached `steal`, a lower bound of
-        // the real one, so a stale value can only send us to the slow path.
-        if self.tail.wrapping_sub(self.steal) < CAP {
+        // the live one, so a stale value can only send us to the slow path.
+        if self.tail.wrapping_sub(self.reuse_bound()) < CAP {
             // SAFETY: we are the owner and `tail - steal < CAP` for a `steal`
             // read with Acquire (P1); the slot's last task was claimed and read.
             unsafe { self.inner.write(self.tail, task) };
@@ -281,7 +311,7 @@ impl<T: Send> Local<T> {
         loop {
             // P1 again with a fresh `steal`.
             let head = self.refresh_head();
-            if self.tail.wrapping_sub(self.steal) < CAP {
+            if self.tail.wrapping_sub(self.reuse_bound()) < CAP {
                 // SAFETY: as in `push_back_or_overflow`, with `steal` just
                 // read with Acquire.
                 unsafe { self.inner.write(self.tail, task) };
@@ -325,7 +355,7 @@ impl<T: Send> Local<T> {
         {
             return Err(task);
         }
-        self.steal = end;
+        self.head = Head::new(end, end);
         // O3, O4: read the claimed run out under the inject lock, as one batch.
         let batch = ClaimedRun {
             inner: &self.inner,
@@ -346,7 +376,7 @@ impl<T: Send> Local<T> {
     /// iterator yields more items than its `len()` promised room for.
     pub fn push_back(&mut self, tasks: impl ExactSizeIterator<Item = T>) {
         self.refresh_head();
-        let free = CAP - self.tail.wrapping_sub(self.steal);
+        let free = CAP - self.tail.wrapping_sub(self.reuse_bound());
         let n = tasks.len();
         assert!(
             n <= free as usize,
@@ -368,39 +398,48 @@ impl<T: Send> Local<T> {
         self.publish(self.tail);
     }
 
+    /// R2: CAS `head` from `current` to `current.advance_real()`, which
+    /// claims position `current.real()`. On failure returns the live `head`.
+    #[inline]
+    fn try_claim_one(&mut self, current: Head) -> Result<(), Head> {
+        let next = current.advance_real();
+        // Acquire on success and failure: as in `refresh_head`, the value
+        // read becomes the owner's cached `head`.
+        match self.inner.head.compare_exchange(
+            current.0,
+            next.0,
+            Ordering::Acquire,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                self.head = next;
+                Ok(())
+            }
+            Err(actual) => Err(Head(actual)),
+        }
+    }
+
     /// Pops the oldest task (FIFO), from the end stealers take from.
     #[cfg(not(magpie_broken = "pop_reads_before_claim"))]
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
-        // Acquire (load, and the CAS below): as in `refresh_head`, the value
-        // read becomes the owner's `steal` bound.
-        let mut head = Head(self.inner.head.load(Ordering::Acquire));
+        // R1: start from the cached `head`, no load. If its `real` is our
+        // tail the queue is empty: the live `real` is at least the cached one
+        // and never passes the tail. Otherwise it is the CAS's expected value;
+        // if a stealer moved `head` since, the CAS fails and hands us the
+        // live value.
+        let mut head = self.head;
         loop {
             let real = head.real();
             if real == self.tail {
-                self.steal = head.steal();
+                self.head = head;
                 return None;
             }
-            // R2: advance `real`, and `steal` with it unless a steal holds it.
-            let next_real = real.wrapping_add(1);
-            let next = if head.is_stealing() {
-                Head::new(head.steal(), next_real)
-            } else {
-                Head::new(next_real, next_real)
-            };
-            match self.inner.head.compare_exchange(
-                head.0,
-                next.0,
-                Ordering::Acquire,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    self.steal = next.steal();
-                    // R3. SAFETY: the CAS claimed `real` for us alone; we
-                    // wrote the slot ourselves (P1), so it is initialised.
-                    return Some(unsafe { self.inner.read(real) });
-                }
-                Err(actual) => head = Head(actual),
+            match self.try_claim_one(head) {
+                // R3. SAFETY: the CAS claimed `real` for us alone; we wrote
+                // the slot ourselves (P1), so it is initialised.
+                Ok(()) => return Some(unsafe { self.inner.read(real) }),
+                Err(live) => head = live,
             }
         }
     }
@@ -409,7 +448,7 @@ impl<T: Send> Local<T> {
     /// whatever position the CAS lands on.
     #[cfg(magpie_broken = "pop_reads_before_claim")]
     pub fn pop(&mut self) -> Option<T> {
-        let mut head = Head(self.inner.head.load(Ordering::Acquire));
+        let mut head = self.head;
         if head.real() == self.tail {
             return None;
         }
@@ -417,27 +456,15 @@ impl<T: Send> Local<T> {
         let task = unsafe { self.inner.read(head.real()) };
         loop {
             if head.real() == self.tail {
-                return Some(task);
+                self.head = head;
+                break;
             }
-            let next_real = head.real().wrapping_add(1);
-            let next = if head.is_stealing() {
-                Head::new(head.steal(), next_real)
-            } else {
-                Head::new(next_real, next_real)
-            };
-            match self.inner.head.compare_exchange(
-                head.0,
-                next.0,
-                Ordering::Acquire,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    self.steal = next.steal();
-                    return Some(task);
-                }
-                Err(actual) => head = Head(actual),
+            match self.try_claim_one(head) {
+                Ok(()) => break,
+                Err(live) => head = live,
             }
         }
+        Some(task)
     }
 
     /// A new stealer handle for this queue.
@@ -678,7 +705,7 @@ mod tests {
             .store(Head::new(pos, pos).0, Ordering::Relaxed);
         local.inner.tail.store(pos, Ordering::Relaxed);
         local.tail = pos;
-        local.steal = pos;
+        local.head = Head::new(pos, pos);
         (local, steal)
     }
 

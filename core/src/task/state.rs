@@ -230,6 +230,24 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// One reference fewer, for transitions that drop the caller's reference
+    /// in their RMW: `(others_remain, next)` or `(last, next)`. Aborts the
+    /// process on an underflow (see [`State::ref_dec_by`]).
+    #[inline]
+    fn ref_dec_one<T>(self, others_remain: T, last: T) -> (T, Option<Snapshot>) {
+        if self.ref_count() == 0 {
+            ref_underflow();
+        }
+        let next = Self(self.0 - REF_ONE);
+        if next.ref_count() == 0 {
+            (last, Some(next))
+        } else {
+            (others_remain, Some(next))
+        }
+    }
+}
+
 impl fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Snapshot")
@@ -310,6 +328,81 @@ pub enum TransitionToCancelled {
     AlreadyComplete,
 }
 
+/// What [`State::transition_to_running_or_stale`] tells the worker that
+/// popped a run-queue entry.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransitionToRunningOrStale {
+    /// SCHEDULED -> RUNNING: poll the future (as [`TransitionToRunning::Success`]).
+    Poll,
+    /// SCHEDULED -> RUNNING with an effective cancel: drop the future (as
+    /// [`TransitionToRunning::Cancelled`]).
+    Cancel,
+    /// The entry is stale: the shutdown sweep claimed the task while it was
+    /// queued ([`State::transition_to_shutdown`]). The entry's reference was
+    /// dropped in the same RMW and others remain; do not touch the task.
+    Stale,
+    /// As [`TransitionToRunningOrStale::Stale`], and that reference was the
+    /// last: the caller frees the task.
+    StaleDealloc,
+}
+
+/// What [`State::transition_to_idle_keep_ref`] tells the worker after a
+/// `Pending` poll.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransitionToIdleKeepRef {
+    /// RUNNING -> IDLE, the worker's reference dropped in the same RMW; others
+    /// remain (as [`TransitionToIdle::Ok`]).
+    Ok,
+    /// RUNNING -> IDLE and that reference was the last (as
+    /// [`TransitionToIdle::OkDealloc`]).
+    OkDealloc,
+    /// A wake arrived during the poll: RUNNING -> SCHEDULED with NOTIFIED
+    /// cleared and ONE NEW reference for the queue entry. The worker keeps its
+    /// own reference while it hands the entry to the scheduler (which borrows
+    /// the task's scheduler field), then drops it with [`State::ref_dec`].
+    OkNotified,
+    /// Cancellation is effective: unchanged (as [`TransitionToIdle::Cancelled`]).
+    Cancelled,
+}
+
+/// What [`State::transition_to_notified_by_val`] tells a waker that is
+/// consumed by its wake.
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransitionToNotifiedByVal {
+    /// IDLE -> SCHEDULED with one new reference for the queue entry. The waker
+    /// still holds its own: it schedules the task, then drops its reference
+    /// with [`State::ref_dec`] (the scheduler call borrows the task, so the
+    /// waker's reference must outlive it).
+    Submit,
+    /// NOTIFIED set (SCHEDULED or RUNNING) or nothing to do (COMPLETE); the
+    /// waker's reference was dropped in the same RMW and others remain.
+    DoNothing,
+    /// COMPLETE and the waker's reference was the last: the caller frees the
+    /// task.
+    Dealloc,
+}
+
+/// What [`State::transition_to_shutdown`] tells the shutdown sweep (or the
+/// dropper of a queue entry).
+#[must_use]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransitionToShutdown {
+    /// The task was IDLE or SCHEDULED: it is now RUNNING and CANCELLED, and the
+    /// caller owns the future as a worker would. The caller drops the future,
+    /// stores the cancelled output and completes the task, using a reference
+    /// it already holds. A queue entry that existed for the SCHEDULED task is
+    /// now stale ([`State::transition_to_running_or_stale`]).
+    Claimed,
+    /// RUNNING: CANCELLED is set; the worker polling it completes it (or, if
+    /// a shield defers the cancel, the task goes on).
+    Running,
+    /// COMPLETE: nothing changed.
+    Complete,
+}
+
 /// What [`State::shield_exit`] reports.
 #[must_use]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -330,6 +423,9 @@ pub enum ShieldError {
     Overflow,
     /// `shield_exit` at depth 0: more exits than enters.
     Underflow,
+    /// `magpie_core::task::shield_enter` / `shield_exit` called on a thread
+    /// that is not polling (or dropping) a task: there is no word to change.
+    NotInTask,
 }
 
 impl fmt::Display for ShieldError {
@@ -341,6 +437,7 @@ impl fmt::Display for ShieldError {
             ShieldError::Underflow => {
                 f.write_str("cancellation shield exited more often than entered")
             }
+            ShieldError::NotInTask => f.write_str("cancellation shield used outside a task"),
         }
     }
 }
@@ -375,6 +472,17 @@ impl State {
         };
         Self {
             val: AtomicU64::new(SCHEDULED | flag | (refs * REF_ONE)),
+        }
+    }
+
+    /// A task bound to a registry (`OwnedTasks`) with a `JoinHandle`:
+    /// SCHEDULED, JOIN_INTEREST, and three references: the first queue entry,
+    /// the `JoinHandle`, and the registry's (dropped when the task is unlinked
+    /// from it). The same as [`State::new`]`(true)` plus one reference, written
+    /// in the initial store instead of a later `ref_inc`.
+    pub fn new_owned() -> Self {
+        Self {
+            val: AtomicU64::new(SCHEDULED | JOIN_INTEREST | (3 * REF_ONE)),
         }
     }
 
@@ -466,28 +574,37 @@ impl State {
     /// # Panics
     /// If the task is not RUNNING.
     pub fn transition_to_idle(&self) -> TransitionToIdle {
+        match self.end_pending_poll("transition_to_idle", false) {
+            TransitionToIdleKeepRef::Ok => TransitionToIdle::Ok,
+            TransitionToIdleKeepRef::OkDealloc => TransitionToIdle::OkDealloc,
+            TransitionToIdleKeepRef::OkNotified => TransitionToIdle::OkNotified,
+            TransitionToIdleKeepRef::Cancelled => TransitionToIdle::Cancelled,
+        }
+    }
+
+    /// `transition_to_idle` and `transition_to_idle_keep_ref`: the same RMW,
+    /// except that with `keep_ref` a reschedule adds a reference for the new
+    /// queue entry instead of passing it the worker's.
+    #[inline]
+    #[cfg_attr(magpie_broken = "idle_ignores_notified", allow(unused_variables))]
+    fn end_pending_poll(&self, name: &str, keep_ref: bool) -> TransitionToIdleKeepRef {
         self.fetch_update_action(|curr| {
-            assert!(
-                curr.is_running(),
-                "transition_to_idle: not RUNNING: {curr:?}"
-            );
+            assert!(curr.is_running(), "{name}: not RUNNING: {curr:?}");
             if curr.is_cancel_effective() {
-                return (TransitionToIdle::Cancelled, None);
+                return (TransitionToIdleKeepRef::Cancelled, None);
             }
             #[cfg(not(magpie_broken = "idle_ignores_notified"))]
             if curr.is_notified() {
                 let next = curr.with_lifecycle(SCHEDULED).unset(NOTIFIED);
-                return (TransitionToIdle::OkNotified, Some(next));
+                let next = if keep_ref { next.ref_inc() } else { next };
+                return (TransitionToIdleKeepRef::OkNotified, Some(next));
             }
             // The worker's reference was the queue entry's; polling consumed
             // it. ref_count >= 1 while RUNNING (the worker holds one).
-            debug_assert!(curr.ref_count() >= 1);
-            let next = Snapshot(curr.with_lifecycle(IDLE).unset(NOTIFIED).0 - REF_ONE);
-            if next.ref_count() == 0 {
-                (TransitionToIdle::OkDealloc, Some(next))
-            } else {
-                (TransitionToIdle::Ok, Some(next))
-            }
+            curr.with_lifecycle(IDLE).unset(NOTIFIED).ref_dec_one(
+                TransitionToIdleKeepRef::Ok,
+                TransitionToIdleKeepRef::OkDealloc,
+            )
         })
     }
 
@@ -745,10 +862,22 @@ impl State {
     /// the cell again. `Err(curr)` if COMPLETE (unchanged): the task side may
     /// be reading the cell, leave it alone and read the output.
     ///
+    /// COMPLETE is checked first: the handle saw JOIN_WAKER set, but once the
+    /// task completes the task side may clear it at any moment
+    /// (`unset_join_waker_after_complete`), so after COMPLETE the flag says
+    /// nothing about the handle's mistake.
+    ///
     /// # Panics
-    /// If JOIN_INTEREST or JOIN_WAKER is clear.
+    /// If the task is not COMPLETE and JOIN_INTEREST or JOIN_WAKER is clear.
     pub fn unset_join_waker(&self) -> Result<Snapshot, Snapshot> {
         self.fetch_update_action(|curr| {
+            // The broken variant restores the first version's order: the
+            // precondition checked before COMPLETE, which the task side's
+            // hand-back of the cell after completion trips.
+            #[cfg(not(magpie_broken = "unset_join_waker_checks_flag_first"))]
+            if curr.is_complete() {
+                return (Err(curr), None);
+            }
             assert!(
                 curr.has_join_interest() && curr.has_join_waker(),
                 "unset_join_waker: {curr:?}"
@@ -781,6 +910,173 @@ impl State {
             "unset_join_waker_after_complete: {prev:?}"
         );
         prev.unset(JOIN_WAKER)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Transitions added for the raw task cell (core/src/task/README.md, "The task
+// cell"): a by-value wake, a Pending poll that keeps the worker's reference
+// across the reschedule, queue entries made stale by the shutdown sweep, the
+// sweep's claim, and the JoinHandle's one-RMW drop.
+// ---------------------------------------------------------------------------
+
+impl State {
+    /// [`State::transition_to_running`] for a worker that popped a queue
+    /// entry which may be stale.
+    ///
+    /// - SCHEDULED: exactly as `transition_to_running` (`Poll` / `Cancel`).
+    /// - RUNNING or COMPLETE with CANCELLED: the shutdown sweep claimed the
+    ///   task while this entry was queued ([`State::transition_to_shutdown`]).
+    ///   The entry's reference is dropped in the same RMW: `Stale`, or
+    ///   `StaleDealloc` if it was the last.
+    ///
+    /// # Panics
+    /// Anything else (IDLE, or RUNNING/COMPLETE without CANCELLED): an entry
+    /// that shutdown did not make stale exists only for a SCHEDULED task, so
+    /// this is a scheduler bug.
+    pub fn transition_to_running_or_stale(&self) -> TransitionToRunningOrStale {
+        self.fetch_update_action(|curr| {
+            if !curr.is_scheduled() {
+                assert!(
+                    curr.is_cancelled() && !curr.is_idle(),
+                    "transition_to_running_or_stale: not SCHEDULED and not claimed by shutdown: {curr:?}"
+                );
+                return curr.ref_dec_one(
+                    TransitionToRunningOrStale::Stale,
+                    TransitionToRunningOrStale::StaleDealloc,
+                );
+            }
+            let next = curr.with_lifecycle(RUNNING).unset(NOTIFIED);
+            #[cfg(not(magpie_broken = "running_ignores_cancel"))]
+            if curr.is_cancel_effective() {
+                return (TransitionToRunningOrStale::Cancel, Some(next));
+            }
+            (TransitionToRunningOrStale::Poll, Some(next))
+        })
+    }
+
+    /// [`State::transition_to_idle`], except that `OkNotified` also adds one
+    /// reference for the new queue entry: the worker keeps its own while it
+    /// calls the scheduler (the call borrows the scheduler stored in the task,
+    /// and the entry could be run and the task freed by another worker before
+    /// the call returns), then drops it with [`State::ref_dec`].
+    ///
+    /// # Panics
+    /// If the task is not RUNNING.
+    pub fn transition_to_idle_keep_ref(&self) -> TransitionToIdleKeepRef {
+        self.end_pending_poll("transition_to_idle_keep_ref", true)
+    }
+
+    /// A waker fired by value: [`State::transition_to_notified`] with the
+    /// waker's own reference dropped in the same RMW when nothing is
+    /// submitted.
+    ///
+    /// - IDLE -> SCHEDULED with one new reference: `Submit`. The waker keeps
+    ///   its own reference across the scheduler call and drops it after.
+    /// - SCHEDULED or RUNNING: set NOTIFIED (a write, as in
+    ///   `transition_to_notified`) and drop the waker's reference: `DoNothing`.
+    ///   The queue entry or the worker still holds one, so this is never the
+    ///   last.
+    /// - COMPLETE: drop the waker's reference: `DoNothing`, or `Dealloc` if it
+    ///   was the last.
+    pub fn transition_to_notified_by_val(&self) -> TransitionToNotifiedByVal {
+        self.fetch_update_action(|curr| match curr.lifecycle() {
+            Lifecycle::Idle => {
+                let next = curr.with_lifecycle(SCHEDULED).ref_inc();
+                (TransitionToNotifiedByVal::Submit, Some(next))
+            }
+            Lifecycle::Scheduled | Lifecycle::Running => {
+                // I4: the entry's or the worker's reference, plus the waker's.
+                assert!(
+                    curr.ref_count() >= 2,
+                    "transition_to_notified_by_val: {curr:?}"
+                );
+                let next = Snapshot(curr.set(NOTIFIED).0 - REF_ONE);
+                (TransitionToNotifiedByVal::DoNothing, Some(next))
+            }
+            Lifecycle::Complete => curr.ref_dec_one(
+                TransitionToNotifiedByVal::DoNothing,
+                TransitionToNotifiedByVal::Dealloc,
+            ),
+        })
+    }
+
+    /// The shutdown sweep (or the dropper of a queue entry that will never
+    /// run) claims the task so it can be cancelled from outside a worker.
+    ///
+    /// - IDLE or SCHEDULED -> RUNNING, with CANCELLED set and NOTIFIED
+    ///   cleared: `Claimed`. The shield depth is ignored: a runtime that shuts
+    ///   down cannot wait for a shield to exit. The caller now owns the future
+    ///   and completes the task with a reference it already holds. If the task
+    ///   was SCHEDULED, its queue entry is stale from now on.
+    /// - RUNNING: set CANCELLED: `Running`.
+    /// - COMPLETE: nothing: `Complete`.
+    ///
+    /// The reference count does not change.
+    pub fn transition_to_shutdown(&self) -> TransitionToShutdown {
+        #[cfg(magpie_broken = "shutdown_claim_not_atomic")]
+        return self.transition_to_shutdown_load_store();
+        #[cfg(not(magpie_broken = "shutdown_claim_not_atomic"))]
+        return self.fetch_update_action(|curr| match curr.lifecycle() {
+            Lifecycle::Idle | Lifecycle::Scheduled => {
+                let next = curr.with_lifecycle(RUNNING).unset(NOTIFIED).set(CANCELLED);
+                (TransitionToShutdown::Claimed, Some(next))
+            }
+            Lifecycle::Running => (TransitionToShutdown::Running, Some(curr.set(CANCELLED))),
+            Lifecycle::Complete => (TransitionToShutdown::Complete, None),
+        });
+    }
+
+    /// broken: the claim as a load and a separate store. A wake's RMW between
+    /// them is overwritten: its reference and its queue entry are lost.
+    #[cfg(magpie_broken = "shutdown_claim_not_atomic")]
+    fn transition_to_shutdown_load_store(&self) -> TransitionToShutdown {
+        let curr = self.load();
+        let (action, next) = match curr.lifecycle() {
+            Lifecycle::Idle | Lifecycle::Scheduled => (
+                TransitionToShutdown::Claimed,
+                curr.with_lifecycle(RUNNING).unset(NOTIFIED).set(CANCELLED),
+            ),
+            Lifecycle::Running => (TransitionToShutdown::Running, curr.set(CANCELLED)),
+            Lifecycle::Complete => return TransitionToShutdown::Complete,
+        };
+        // Release: as the RMW it replaces.
+        self.val.store(next.0, Ordering::Release);
+        action
+    }
+
+    /// The `JoinHandle` is dropped and has nothing to hand over: clear
+    /// JOIN_INTEREST and drop the handle's reference in ONE RMW. `Some(last)`
+    /// on success (`last`: the caller frees the task); `None`, with the word
+    /// unchanged, when the conditions below do not hold (then the caller takes
+    /// the general path: [`State::unset_join_interest`], then `ref_dec`).
+    ///
+    /// Succeeds only if JOIN_WAKER is clear and the task is COMPLETE exactly
+    /// when `complete` says so:
+    /// - `complete == false`: the output will be the task's to drop, and the
+    ///   join-waker cell is empty (the handle leaves a waker in the cell with
+    ///   JOIN_WAKER clear only after seeing COMPLETE), so the handle has
+    ///   nothing left to do after the RMW.
+    /// - `complete == true`: the caller observed COMPLETE without JOIN_WAKER
+    ///   and has ALREADY dropped the output and the waker (it owns both from
+    ///   that observation on; COMPLETE is terminal and only the handle sets
+    ///   JOIN_WAKER). Doing that before the RMW matters: after it, another
+    ///   holder may free the task.
+    ///
+    /// # Panics
+    /// If JOIN_INTEREST is clear.
+    pub fn drop_join_handle_fast(&self, complete: bool) -> Option<bool> {
+        self.fetch_update_action(|curr| {
+            assert!(
+                curr.has_join_interest(),
+                "drop_join_handle_fast: no JOIN_INTEREST: {curr:?}"
+            );
+            if curr.has_join_waker() || curr.is_complete() != complete {
+                return (None, None);
+            }
+            let (last, next) = curr.unset(JOIN_INTEREST).ref_dec_one(false, true);
+            (Some(last), next)
+        })
     }
 }
 

@@ -15,13 +15,17 @@ use std::any::Any;
 use magpie_core::gate::Gate;
 use magpie_core::idle::Idle;
 use magpie_core::park::{ParkResult, Parker, Unparker};
-use magpie_core::queue::{self, Inject, LifoSlot, Local, Steal, LOCAL_QUEUE_CAPACITY};
+use magpie_core::queue::{
+    self, Inject, LifoSlot, Local, Steal, LOCAL_QUEUE_CAPACITY, MAX_GLOBAL_BATCH,
+};
 use magpie_core::rng::XorShift64;
 use magpie_core::sync::atomic::{AtomicBool, Ordering};
 use magpie_core::sync::Mutex;
 use magpie_core::CachePadded;
 
 use crate::metrics::WorkerMetrics;
+
+pub(crate) mod tiered;
 
 /// At most this many tasks in a row come from the LIFO slot before the ring
 /// gets a turn (seed 003): a task that keeps re-spawning itself into the slot
@@ -287,6 +291,11 @@ impl<T: Send + 'static> Core<T> {
         }
     }
 
+    /// Empties the owner-mode LIFO slot (a worker leaving its loop).
+    pub(crate) fn take_lifo(&mut self) -> Option<T> {
+        self.lifo.take()
+    }
+
     /// Folds one batch's mean task duration into the average and derives the
     /// interval: `TARGET / avg`, clamped to `[MIN, MAX]`.
     fn record_batch(&mut self, mean_task_ns: f64) {
@@ -398,6 +407,12 @@ impl<T: Send + 'static> Parts<'_, T> {
             .pop_batch_into_counted(&mut self.core.local, shared.workers)?;
         let taken = moved + 1;
         self.core.lifo_polls = 0;
+        // A full batch means a backlog: look again soon (after the minimum
+        // interval) instead of after the EWMA's interval, so tasks waiting in
+        // the global queue are not held back by long local tasks.
+        if taken >= MAX_GLOBAL_BATCH {
+            self.core.global_countdown = self.core.global_countdown.min(MIN_GLOBAL_INTERVAL);
+        }
         self.metrics.global_batches += 1;
         self.metrics.global_tasks += taken as u64;
         debug_assert!(

@@ -151,13 +151,13 @@ pub fn advance(d: Duration) {
 
 /// **The cooperative-budget hook.** Every timer future (`Sleep`, and
 /// `Interval` through it) calls this first on each poll and returns
-/// `Pending` when it does. Today it always lets the poll proceed; the
-/// runtime wires its per-worker budget (128 polls per tick, seed 003) in
-/// here, and only here: consume one unit and proceed, or, when the budget is
-/// spent, wake `cx`'s waker and return `Pending` so the task yields.
+/// `Pending` when it does: it spends one unit of the task's budget (128 per
+/// poll, seed 003), or, when the budget is spent, wakes `cx`'s waker and
+/// returns `Pending` so the task yields. Outside a task poll there is no
+/// budget and it always proceeds.
 #[inline]
-pub(crate) fn coop_poll_proceed(_cx: &mut Context<'_>) -> Poll<()> {
-    Poll::Ready(())
+pub(crate) fn coop_poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
+    crate::rt::coop::poll_proceed(cx).map(drop)
 }
 
 /// Locks a time mutex, ignoring poisoning. No wake and no waker drop runs

@@ -1,0 +1,684 @@
+//! The async runtime: futures on the same worker loop as typed tasks.
+//!
+//! A future becomes a task in one allocation (magpie-core's task cell), is
+//! queued as a [`Notified`] in exactly the queues typed tasks use (LIFO slot,
+//! ring, global inject queue) and is polled by the workers of
+//! [`sched`](crate::sched). The protocol notes are in `README.md` beside this
+//! file.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant as StdInstant};
+
+use magpie_core::affinity;
+use magpie_core::park::{Parker, Unparker};
+use magpie_core::queue::Local;
+use magpie_core::rng::XorShift64;
+// Plain std for the runtime's own plumbing: it is not a loom model (the
+// protocols it relies on are, in magpie-core), and `Wake` needs std's `Arc`.
+use magpie_core::task::{self as core_task, Notified, OwnedTasks, Schedule};
+use std::sync::{Arc, Mutex};
+use std::thread;
+
+use crate::config::DEFAULT_SEED;
+use crate::metrics::{MetricsSnapshot, WorkerMetrics};
+use crate::sched::tiered::{IdleAction, TieredIdle};
+use crate::sched::{self, Core, Found, LifoMode, NoopTrace, ParkPrep, Parts, Shared, Worker};
+use crate::time::{self, Driver};
+use crate::worker_id;
+
+pub(crate) mod coop;
+mod shield;
+
+pub use core_task::{AbortHandle, JoinError, TaskId};
+pub use shield::{shield, Shield};
+
+/// How many tasks a worker polls between two looks at the timer wheel.
+const TIMER_CHECK_INTERVAL: u32 = 61;
+
+/// Builds a [`Runtime`]: `Runtime::builder().worker_threads(2).build()`.
+#[derive(Clone, Debug)]
+pub struct Builder {
+    workers: usize,
+    start_paused: bool,
+    seed: u64,
+    steal_tries: u32,
+    spin_iters: u32,
+    park_timeout: Duration,
+    pin_threads: bool,
+    thread_name: String,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self {
+            workers: affinity::available_cores(),
+            start_paused: false,
+            seed: DEFAULT_SEED,
+            steal_tries: 4,
+            spin_iters: 200,
+            park_timeout: Duration::from_micros(200),
+            pin_threads: false,
+            thread_name: "magpie-rt-worker".to_string(),
+        }
+    }
+}
+
+impl Builder {
+    /// Number of worker threads (default: the available cores). At least 1.
+    pub fn worker_threads(mut self, n: usize) -> Self {
+        self.workers = n;
+        self
+    }
+
+    /// Start with the clock paused: time moves only through
+    /// [`time::advance`](crate::time::advance). For tests.
+    pub fn start_paused(mut self, paused: bool) -> Self {
+        self.start_paused = paused;
+        self
+    }
+
+    /// Pin worker `i` to core `i % cores` (Linux; default off).
+    pub fn pin_threads(mut self, pin: bool) -> Self {
+        self.pin_threads = pin;
+        self
+    }
+
+    /// Prefix of the worker threads' names.
+    pub fn thread_name(mut self, name: impl Into<String>) -> Self {
+        self.thread_name = name.into();
+        self
+    }
+
+    /// Starts the workers.
+    pub fn build(self) -> io::Result<Runtime> {
+        if self.workers == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "worker_threads must be at least 1",
+            ));
+        }
+        Runtime::start(self)
+    }
+}
+
+/// A multi-threaded runtime for futures. Dropping it shuts it down: workers
+/// stop, tasks that have not finished are dropped, and their `JoinHandle`s
+/// resolve to a cancelled [`JoinError`].
+pub struct Runtime {
+    handle: Handle,
+    threads: Vec<thread::JoinHandle<WorkerMetrics>>,
+}
+
+/// A cheap, cloneable reference to a runtime, for spawning from anywhere.
+#[derive(Clone)]
+pub struct Handle {
+    inner: Arc<RtShared>,
+}
+
+struct RtShared {
+    sched: Shared<Notified<Handle>>,
+    owned: OwnedTasks<Handle>,
+    driver: Driver,
+    /// Tasks woken after the queues closed, dropped (cancelled) by the
+    /// shutdown sequence rather than inside someone's waker.
+    late: Mutex<Vec<Notified<Handle>>>,
+    spin_iters: u32,
+    park_timeout: Duration,
+}
+
+thread_local! {
+    /// The runtime whose worker (or `block_on`) this thread is running.
+    static CURRENT: RefCell<Option<Handle>> = const { RefCell::new(None) };
+    /// This worker's scheduling state, present only while one of its tasks is
+    /// polled, so that the task's wakes and spawns reach the local queues.
+    static WORKER: RefCell<Option<Box<AsyncWorker>>> = const { RefCell::new(None) };
+    /// Set on worker threads and inside `block_on`: a nested `block_on` would
+    /// block a thread the runtime needs.
+    static IN_RUNTIME: Cell<bool> = const { Cell::new(false) };
+}
+
+impl Runtime {
+    /// A [`Builder`] with the defaults.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    fn start(b: Builder) -> io::Result<Runtime> {
+        let workers = b.workers;
+        let (sched, owned_parts) = Shared::new(workers, b.steal_tries, LifoMode::Owner);
+        let driver = if b.start_paused {
+            Driver::new_paused()
+        } else {
+            Driver::new()
+        };
+        let inner = Arc::new(RtShared {
+            sched,
+            owned: OwnedTasks::new((workers * 4).next_power_of_two()),
+            driver,
+            late: Mutex::new(Vec::new()),
+            spin_iters: b.spin_iters,
+            park_timeout: b.park_timeout,
+        });
+        // A timer that became the earliest wakes a parked worker so it
+        // re-computes its sleep. Weak: the driver lives inside `inner`.
+        let weak = Arc::downgrade(&inner);
+        inner.driver.set_unparker(move || {
+            if let Some(inner) = weak.upgrade() {
+                inner.sched.notify_parked();
+            }
+        });
+        let handle = Handle { inner };
+        let cores = affinity::available_cores();
+        let mut threads = Vec::with_capacity(workers);
+        for (id, (local, parker)) in owned_parts.into_iter().enumerate() {
+            let worker_handle = handle.clone();
+            let seed = b.seed;
+            let pin = b.pin_threads;
+            let spawned = thread::Builder::new()
+                .name(format!("{}-{id}", b.thread_name))
+                .spawn(move || {
+                    if pin {
+                        let _ = affinity::pin_current_thread(id % cores);
+                    }
+                    worker_main(worker_handle, id, local, parker, seed)
+                });
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    let rt = Runtime { handle, threads };
+                    drop(rt);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Runtime { handle, threads })
+    }
+
+    /// A handle for spawning from other threads.
+    pub fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
+    /// Spawns `future` onto the workers.
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.handle.spawn(future)
+    }
+
+    /// Runs `future` to completion on the calling thread, with this runtime
+    /// as the context for `spawn`, `sleep` and friends. Panics if called from
+    /// a worker of any magpie runtime or from inside another `block_on`: that
+    /// would block a thread the runtime itself needs.
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        if IN_RUNTIME.with(|r| r.get()) {
+            panic!(
+                "Runtime::block_on called from within a magpie runtime (a worker thread or \
+                 another block_on); a nested block_on would block a thread the runtime needs. \
+                 Use .await instead."
+            );
+        }
+        let _enter = EnterGuard::enter(&self.handle);
+        let parker = Parker::new();
+        let waker = Waker::from(Arc::new(ThreadWaker(parker.unparker())));
+        let mut cx = Context::from_waker(&waker);
+        let mut future = std::pin::pin!(future);
+        loop {
+            if let Poll::Ready(out) = coop::with_budget(|| future.as_mut().poll(&mut cx)) {
+                return out;
+            }
+            parker.park();
+        }
+    }
+
+    /// Shuts the runtime down, waiting at most `timeout` for the workers to
+    /// finish the polls they are in. Tasks not yet finished are dropped and
+    /// their joiners see a cancelled [`JoinError`]. Workers still busy when
+    /// the timeout expires are left to finish on their own (detached).
+    pub fn shutdown_timeout(mut self, timeout: Duration) {
+        self.shutdown(Some(timeout));
+    }
+
+    /// Number of worker threads.
+    pub fn num_workers(&self) -> usize {
+        self.handle.inner.sched.workers
+    }
+
+    fn shutdown(&mut self, timeout: Option<Duration>) -> MetricsSnapshot {
+        let inner = &self.handle.inner;
+        let _ = inner.sched.gate.close();
+        inner.sched.initiate_done();
+        let deadline = timeout.map(|t| StdInstant::now() + t);
+        let mut per_worker = Vec::new();
+        for t in self.threads.drain(..) {
+            if let Some(deadline) = deadline {
+                while !t.is_finished() && StdInstant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                if !t.is_finished() {
+                    continue; // detached
+                }
+            }
+            per_worker.push(t.join().unwrap_or_default());
+        }
+        // Workers dropped what was in their own queues on the way out. Drop
+        // (cancel) what is left in the shared places, then every live task.
+        for task in inner.sched.inject.drain() {
+            drop(task);
+        }
+        drain_late(inner);
+        inner.owned.close_and_shutdown_all();
+        drain_late(inner);
+        inner.driver.shutdown();
+        MetricsSnapshot::from_workers(per_worker)
+    }
+}
+
+fn drain_late(inner: &RtShared) {
+    loop {
+        let batch = std::mem::take(&mut *inner.late.lock().unwrap_or_else(|e| e.into_inner()));
+        if batch.is_empty() {
+            return;
+        }
+        drop(batch);
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let _ = self.shutdown(None);
+    }
+}
+
+impl fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Runtime")
+            .field("workers", &self.handle.inner.sched.workers)
+            .field("live_tasks", &self.handle.inner.owned.len())
+            .finish()
+    }
+}
+
+impl fmt::Debug for Handle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handle")
+            .field("workers", &self.inner.sched.workers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Handle {
+    /// Spawns `future` onto the runtime's workers. Spawned from one of its
+    /// workers, the task goes to that worker's LIFO slot; from elsewhere, to
+    /// the global queue.
+    pub fn spawn<F>(&self, future: F) -> JoinHandle<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        let (notified, join) = self.inner.owned.bind(future, self.clone());
+        if let Some(task) = notified {
+            self.schedule_task(task, false);
+        }
+        JoinHandle { inner: join }
+    }
+
+    /// The handle of the runtime this thread is running in, if any.
+    pub fn try_current() -> Option<Handle> {
+        CURRENT.with(|c| c.borrow().clone())
+    }
+
+    /// The handle of the current runtime; panics outside one.
+    pub fn current() -> Handle {
+        Self::try_current().expect(
+            "magpie_runtime::Handle::current() must be called from within a magpie runtime \
+             (a task, a worker thread or Runtime::block_on)",
+        )
+    }
+
+    fn schedule_task(&self, task: Notified<Handle>, is_yield: bool) {
+        // A wake or spawn on one of our own workers, while it polls a task,
+        // goes to that worker's queues; `try_borrow_mut` fails only if the
+        // worker is inside its own queue code (a destructor run there), and
+        // then the global queue is the safe choice.
+        let task = WORKER.with(|w| match w.try_borrow_mut() {
+            Ok(mut slot) => match slot.as_mut() {
+                Some(worker) if Arc::ptr_eq(&worker.handle.inner, &self.inner) => {
+                    let mut parts = worker.parts();
+                    if is_yield {
+                        parts.push_local(task);
+                    } else {
+                        parts.spawn_local(task);
+                    }
+                    None
+                }
+                _ => Some(task),
+            },
+            Err(_) => Some(task),
+        });
+        if let Some(task) = task {
+            self.schedule_remote(task);
+        }
+    }
+
+    fn schedule_remote(&self, task: Notified<Handle>) {
+        let shared = &self.inner.sched;
+        if !shared.gate.try_spawn(1) {
+            self.bury(task);
+            return;
+        }
+        if let Err(task) = shared.inject.push(task) {
+            let _ = shared.gate.complete(1);
+            self.bury(task);
+            return;
+        }
+        shared.notify_parked();
+    }
+
+    /// The runtime is shutting down: keep the task for the shutdown sequence
+    /// to drop, rather than running its destructor inside a waker.
+    fn bury(&self, task: Notified<Handle>) {
+        self.inner
+            .late
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(task);
+    }
+}
+
+impl Schedule for Handle {
+    #[inline]
+    fn schedule(&self, task: Notified<Self>) {
+        self.schedule_task(task, false);
+    }
+
+    /// Woken while it was polled (`yield_now`, or another wake): to the back
+    /// of the ring, behind the work already queued, never the LIFO slot.
+    #[inline]
+    fn yield_now(&self, task: Notified<Self>) {
+        self.schedule_task(task, true);
+    }
+
+    fn owned_tasks(&self) -> &OwnedTasks<Self> {
+        &self.inner.owned
+    }
+}
+
+/// Spawns `future` onto the current runtime. Panics outside a runtime.
+pub fn spawn<F>(future: F) -> JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    match Handle::try_current() {
+        Some(h) => h.spawn(future),
+        None => panic!(
+            "magpie_runtime::spawn must be called from within a magpie runtime \
+             (a task, a worker thread or Runtime::block_on)"
+        ),
+    }
+}
+
+/// Yields to the scheduler once: the task goes behind the work already
+/// queued on its worker, then runs again.
+pub fn yield_now() -> YieldNow {
+    YieldNow { yielded: false }
+}
+
+/// The future [`yield_now`] returns.
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled"]
+pub struct YieldNow {
+    yielded: bool,
+}
+
+impl Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
+            return Poll::Ready(());
+        }
+        self.yielded = true;
+        // A wake during the poll marks the task NOTIFIED; the poll harness
+        // then hands it to `Schedule::yield_now`, the back of the ring.
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// A task's handle: a future of its output, or a [`JoinError`] if it was
+/// cancelled or panicked. Dropping it detaches the task.
+pub struct JoinHandle<T> {
+    inner: core_task::JoinHandle<T>,
+}
+
+impl<T> JoinHandle<T> {
+    /// Cancels the task. A task inside a [`shield`] is cancelled when the
+    /// shield ends.
+    pub fn abort(&self) {
+        self.inner.abort();
+    }
+
+    /// Whether the task has finished (output ready, cancelled or panicked).
+    pub fn is_finished(&self) -> bool {
+        self.inner.is_finished()
+    }
+
+    /// The task's id.
+    pub fn id(&self) -> TaskId {
+        self.inner.id()
+    }
+
+    /// A handle that can abort the task without owning its output.
+    pub fn abort_handle(&self) -> AbortHandle {
+        self.inner.abort_handle()
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+
+    #[inline]
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let spent = std::task::ready!(coop::poll_proceed(cx));
+        let out = Pin::new(&mut self.inner).poll(cx);
+        if out.is_pending() {
+            spent.refund();
+        }
+        out
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("id", &self.id())
+            .finish()
+    }
+}
+
+/// Wakes a thread blocked in `block_on`.
+struct ThreadWaker(Unparker);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Makes a thread part of a runtime (worker or `block_on`) for its lifetime.
+struct EnterGuard {
+    previous: Option<Handle>,
+    _time: time::EnterGuard,
+}
+
+impl EnterGuard {
+    fn enter(handle: &Handle) -> Self {
+        IN_RUNTIME.with(|r| r.set(true));
+        let previous = CURRENT.with(|c| c.replace(Some(handle.clone())));
+        Self {
+            previous,
+            _time: time::enter(&handle.inner.driver),
+        }
+    }
+}
+
+impl Drop for EnterGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| *c.borrow_mut() = self.previous.take());
+        IN_RUNTIME.with(|r| r.set(false));
+    }
+}
+
+/// An async worker's scheduling state: what the loop owns between polls and
+/// lends to the thread-local [`WORKER`] during them.
+struct AsyncWorker {
+    core: Core<Notified<Handle>>,
+    rng: XorShift64,
+    metrics: WorkerMetrics,
+    handle: Handle,
+    polls_since_timers: u32,
+}
+
+impl Worker for AsyncWorker {
+    type Task = Notified<Handle>;
+
+    #[inline(always)]
+    fn parts(&mut self) -> Parts<'_, Notified<Handle>> {
+        Parts {
+            core: &mut self.core,
+            shared: &self.handle.inner.sched,
+            rng: &mut self.rng,
+            metrics: &mut self.metrics,
+        }
+    }
+}
+
+/// Nanoseconds since the first call in this process.
+fn monotonic_ns() -> u64 {
+    static EPOCH: std::sync::OnceLock<StdInstant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(StdInstant::now).elapsed().as_nanos() as u64
+}
+
+fn worker_main(
+    handle: Handle,
+    id: usize,
+    local: Local<Notified<Handle>>,
+    parker: Parker,
+    seed: u64,
+) -> WorkerMetrics {
+    let _enter = EnterGuard::enter(&handle);
+    let previous_id = worker_id::set_current_worker_id(Some(id));
+    let inner = handle.inner.clone();
+    let mut worker = Box::new(AsyncWorker {
+        core: Core::new(id, local, parker, monotonic_ns),
+        rng: XorShift64::new(seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        metrics: WorkerMetrics::default(),
+        handle,
+        polls_since_timers: 0,
+    });
+    if sched::enter(&mut *worker) {
+        worker = run_loop(worker, &inner);
+    }
+    // Leaving: drop (cancel) whatever is still in our own queues.
+    while let Some(task) = worker.core.local.pop() {
+        drop(task);
+    }
+    drop(worker.core.take_lifo());
+    worker.metrics.spurious_wakeups += worker.core.parker.spurious_wakeups();
+    worker_id::set_current_worker_id(previous_id);
+    worker.metrics.clone()
+}
+
+fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> {
+    let mut idle = TieredIdle::new(inner.spin_iters, inner.park_timeout);
+    let mut trace = NoopTrace;
+    loop {
+        match sched::find_task(&mut *worker, &mut trace) {
+            Found::Task(task) => {
+                idle.on_work();
+                worker.polls_since_timers += 1;
+                if worker.polls_since_timers >= TIMER_CHECK_INTERVAL {
+                    worker = fire_timers(worker, inner);
+                }
+                WORKER.with(|w| *w.borrow_mut() = Some(worker));
+                coop::with_budget(|| task.run());
+                worker = WORKER
+                    .with(|w| w.borrow_mut().take())
+                    .expect("the worker's context is back after the poll");
+            }
+            Found::Exit => return worker,
+            Found::Idle => {
+                let (w, fired) = fire_timers_counted(worker, inner);
+                worker = w;
+                if fired > 0 {
+                    idle.on_work();
+                    continue;
+                }
+                match idle.next_action() {
+                    IdleAction::Spin => std::hint::spin_loop(),
+                    IdleAction::Yield => thread::yield_now(),
+                    IdleAction::Park(timeout) => {
+                        match sched::prepare_park(&mut *worker, &mut trace) {
+                            ParkPrep::Resume => idle.on_work(),
+                            ParkPrep::Exit => return worker,
+                            ParkPrep::Sleep => {
+                                let timeout =
+                                    until_next_timer(inner).map_or(timeout, |t| t.min(timeout));
+                                let result = worker.core.parker.park_timeout(timeout);
+                                if !sched::after_park(&mut *worker, result, &mut trace) {
+                                    return worker;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn fire_timers(worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> {
+    fire_timers_counted(worker, inner).0
+}
+
+/// Fires due timers with the worker lent to the thread-local context, so the
+/// wakes land in this worker's own queues.
+fn fire_timers_counted(
+    mut worker: Box<AsyncWorker>,
+    inner: &RtShared,
+) -> (Box<AsyncWorker>, usize) {
+    worker.polls_since_timers = 0;
+    let Some(next) = inner.driver.next_expiration() else {
+        return (worker, 0);
+    };
+    let now = inner.driver.clock().now();
+    if next > now {
+        return (worker, 0);
+    }
+    WORKER.with(|w| *w.borrow_mut() = Some(worker));
+    let fired = inner.driver.process(now);
+    let worker = WORKER
+        .with(|w| w.borrow_mut().take())
+        .expect("the worker's context is back after the timers");
+    (worker, fired)
+}
+
+/// How long until the earliest timer, if there is one.
+fn until_next_timer(inner: &RtShared) -> Option<Duration> {
+    let next = inner.driver.next_expiration()?;
+    let now = inner.driver.clock().now();
+    Some(next.saturating_duration_since(now))
+}
