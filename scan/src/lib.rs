@@ -1,6 +1,8 @@
 //! # scan
 //!
-//! magpie's secret scanner. Not yet written: see issue 5.
+//! magpie's secret scanner: walks a tree, reads files in chunks, looks
+//! inside archives and reports credentials, on the `Enumerate -> FetchSync
+//! -> Scan` task graph of [`pipeline`] (see `src/pipeline/README.md`).
 #![forbid(unsafe_code)]
 
 pub mod archive;

@@ -50,7 +50,7 @@ fn findings_exit_1_and_every_format_carries_them() {
     assert_eq!(text.code, Some(1), "{}", text.stderr);
     let t = text.stdout_text();
     assert!(t.contains("github-pat"), "{t}");
-    assert!(t.contains(&format!("./src/.env:2:14 (offset 17)")), "{t}");
+    assert!(t.contains("./src/.env:2:14 (offset 17)"), "{t}");
     assert!(t.contains(&token));
 
     let jsonl = scan_in(dir.path(), ["--format", "jsonl", "."]);
@@ -180,6 +180,25 @@ fn bad_rules_file_exits_2() {
     assert!(run.stderr.contains("bad.toml"), "{}", run.stderr);
     let missing = scan_in(dir.path(), ["--rules", "nope.toml", "."]);
     assert_eq!(missing.code, Some(2));
+}
+
+#[test]
+fn rules_file_regex_that_only_fails_to_build_is_reported_before_the_scan() {
+    // The regex parses but its program is over the size limit. No file in
+    // the tree holds its keyword, so a rule built on first use would never
+    // be built and the run would pass: the error must come up front.
+    let (dir, _) = repo_with_one_secret();
+    put(
+        dir.path(),
+        "big.toml",
+        b"[[rules]]\nid = \"too-big\"\nregex = '''zqxj(?u:\\w){1000}'''\nkeywords = [\"zqxj\"]\n",
+    );
+    let run = scan_in(dir.path(), ["--rules", "big.toml", "src"]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("big.toml"), "{}", run.stderr);
+    assert!(run.stderr.contains("too-big"), "{}", run.stderr);
+    assert!(!run.stderr.contains("scanned"), "{}", run.stderr);
+    assert!(run.stdout.is_empty());
 }
 
 #[test]

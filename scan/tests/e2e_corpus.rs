@@ -142,6 +142,7 @@ fn library_scan_keeps_the_accounting_invariant_and_agrees_with_the_binary() {
     let tiny = scan::pipeline::Tuning {
         frontier_capacity: Some(1),
         pool_buffers: Some(1),
+        ..scan::pipeline::Tuning::default()
     };
     let report2 = scan::pipeline::scan(&config, &tiny).unwrap();
     assert!(report2.accounting.holds(false), "{:?}", report2.accounting);

@@ -88,12 +88,12 @@ fn files_vanishing_during_the_scan_are_counted_not_lost() {
     }
     let churn = dir.path().join("churn");
     std::fs::create_dir_all(&churn).unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = std::sync::Arc::new(magpie_core::sync::atomic::AtomicBool::new(false));
     let stop2 = std::sync::Arc::clone(&stop);
     let churn2 = churn.clone();
     let churner = std::thread::spawn(move || {
         let mut n = 0u64;
-        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+        while !stop2.load(magpie_core::sync::atomic::Ordering::Relaxed) {
             let p = churn2.join(format!("c{}", n % 500));
             if n % 2 == 0 {
                 let _ = std::fs::write(&p, vec![b'x'; 100_000]);
@@ -111,7 +111,7 @@ fn files_vanishing_during_the_scan_are_counted_not_lost() {
             .count();
         assert_eq!(found, stable as usize);
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.store(true, magpie_core::sync::atomic::Ordering::Relaxed);
     churner.join().unwrap();
 }
 

@@ -6,7 +6,7 @@
 //! always handed back once a place frees, never lost and never twice.
 #![cfg(not(loom))]
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use magpie_core::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
 use std::time::Duration;
 

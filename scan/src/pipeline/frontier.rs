@@ -571,7 +571,7 @@ impl<T> WaitList<T> {
         // sees the first side's write: no park is missed.
         #[cfg(not(magpie_broken = "waitlist_no_fence"))]
         fence(Ordering::SeqCst);
-        if self.len() == 0 {
+        if self.is_empty() {
             return Vec::new();
         }
         let mut list = self.lock();
