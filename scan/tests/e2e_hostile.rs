@@ -195,8 +195,11 @@ fn a_2gib_zip_bomb_stops_at_a_limit_in_bounded_memory() {
     // Declares 200 MiB, under the limit, so it is inflated: the inflation
     // ratio stops it after a few MiB.
     write_zip_bomb(&d.join("bomb.zip"), b"zeros.bin", 2 << 30, 200 << 20);
-    let run = scan_json(d, &[".".as_ref()], 1);
+    let (run, child_rss) = scan_in_with_peak_rss(d, ["--format", "json", "--metrics", "."]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(child_rss < 256 << 20, "peak RSS {child_rss} bytes");
     let s = run.summary();
+    assert_accounting(&s);
     assert_eq!(skipped(&s).get("archive_inflation_ratio"), Some(&1), "{s}");
     assert!(
         s["bytes_scanned"].as_u64().unwrap() < 64 << 20,
@@ -349,7 +352,11 @@ fn a_200mb_single_line_with_a_secret_at_its_end_is_found_in_bounded_memory() {
         }
         write!(f, " tok={token}").unwrap();
     }
-    let run = scan_json(dir.path(), &[".".as_ref()], 1);
+    let (run, child_rss) =
+        scan_in_with_peak_rss(dir.path(), ["--format", "json", "--metrics", "."]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert_accounting(&run.summary());
+    assert_eq!(run.findings().len(), 1);
     let f = &run.findings()[0];
     assert_eq!(f["secret"], token.as_str());
     assert_eq!(f["line"], 1);
@@ -357,8 +364,11 @@ fn a_200mb_single_line_with_a_secret_at_its_end_is_found_in_bounded_memory() {
     assert_eq!(f["column"], (200u64 << 20) + 6);
     let s = run.summary();
     assert_eq!(s["bytes_scanned"], (200u64 << 20) + 5 + token.len() as u64);
+    // Measured from outside (the kernel's figure for the exited child) and
+    // from inside (VmHWM when the summary is built): both under 256 MiB.
+    assert!(child_rss < 256 << 20, "peak RSS {child_rss} bytes");
     let rss = metric(&s, "peak_rss_bytes");
-    assert!(rss < 256 << 20, "peak RSS {rss} bytes");
+    assert!(rss < 256 << 20, "peak RSS {rss} bytes (self-reported)");
 }
 
 #[test]

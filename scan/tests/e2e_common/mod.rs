@@ -73,6 +73,36 @@ where
     run_guarded(cmd)
 }
 
+/// Like [`scan_in`], under `/usr/bin/time`: also returns the scan process's
+/// peak resident set in bytes, as the kernel reports it for the exited
+/// child (`ru_maxrss`), not as the process reports itself.
+pub fn scan_in_with_peak_rss<I, S>(cwd: &Path, args: I) -> (Run, u64)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let mut cmd = Command::new("/usr/bin/time");
+    cmd.current_dir(cwd)
+        .arg("-o")
+        .arg(out.path())
+        .args(["-f", "%M", bin(), "--no-progress"])
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let run = run_guarded(cmd);
+    let text = std::fs::read_to_string(out.path()).unwrap();
+    // The last line is the KiB figure; a line before it may say the command
+    // exited non-zero.
+    let kib: u64 = text
+        .lines()
+        .last()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("/usr/bin/time wrote {text:?} (GNU time is needed)"));
+    (run, kib * 1024)
+}
+
 /// Runs `cmd` to its end with [`HANG`] as a hang detector.
 pub fn run_guarded(mut cmd: Command) -> Run {
     let mut child = cmd.spawn().expect("spawn scan");
