@@ -43,6 +43,19 @@ pub enum ColorChoice {
     Never,
 }
 
+/// The keyword prefilter of the rule engine (hidden `--prefilter`, for the
+/// benchmark that compares them; see `scan/src/rules/README.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Prefilter {
+    /// The hand-written bucketed shift-or filter (the default).
+    #[value(name = "shiftor")]
+    ShiftOr,
+    /// aho-corasick's packed Teddy searchers.
+    Teddy,
+    /// One aho-corasick DFA.
+    Dfa,
+}
+
 /// Everything a scan needs to know from the command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -82,6 +95,11 @@ pub struct Config {
     pub color: ColorChoice,
     /// Write the report here instead of standard output.
     pub output: Option<PathBuf>,
+    /// Payload bytes per chunk (hidden `--chunk-size`; tests use small
+    /// chunks to put secrets across chunk boundaries).
+    pub chunk_size: usize,
+    /// Keyword prefilter override (hidden `--prefilter`; benchmarks).
+    pub prefilter: Option<Prefilter>,
 }
 
 /// Parses a size: a whole number of bytes with an optional binary suffix,
@@ -385,6 +403,25 @@ struct Cli {
                      output. The summary still goes to standard error.")
     )]
     output: Option<PathBuf>,
+
+    /// Payload bytes per chunk (testing knob).
+    #[arg(long, value_name = "SIZE", hide = true, default_value = "256K", value_parser = parse_chunk_size)]
+    chunk_size: usize,
+
+    /// Keyword prefilter of the rule engine (benchmark knob).
+    #[arg(long, value_enum, value_name = "ENGINE", hide = true)]
+    prefilter: Option<Prefilter>,
+}
+
+/// The largest hidden `--chunk-size`: 64 MiB.
+pub const MAX_CHUNK_SIZE: usize = 64 << 20;
+
+fn parse_chunk_size(s: &str) -> Result<usize, String> {
+    let n = parse_size(s)?;
+    if n == 0 || n > MAX_CHUNK_SIZE as u64 {
+        return Err(format!("must be between 1 and {MAX_CHUNK_SIZE} bytes"));
+    }
+    Ok(n as usize)
 }
 
 impl Cli {
@@ -417,6 +454,8 @@ impl Cli {
             progress: !self.no_progress,
             color: self.color,
             output: self.output,
+            chunk_size: self.chunk_size,
+            prefilter: self.prefilter,
         }
     }
 }

@@ -1,12 +1,15 @@
 //! # scan
 //!
-//! magpie's secret scanner. Not yet written: see issue 5.
+//! magpie's secret scanner: walks a tree, reads files in chunks, looks
+//! inside archives and reports credentials, on the `Enumerate -> FetchSync
+//! -> Scan` task graph of [`pipeline`] (see `src/pipeline/README.md`).
 #![forbid(unsafe_code)]
 
 pub mod archive;
 pub mod chunk;
 pub mod cli;
 pub mod corpus;
+pub mod pipeline;
 pub mod pool;
 pub mod report;
 pub mod rules;
@@ -19,8 +22,6 @@ pub mod walk;
 ///
 /// `main` maps the result to the exit code with [`report::exit_code`]:
 /// 0 clean, 1 findings, 2 error (a broken pipe counts as clean).
-pub fn run(_config: cli::Config) -> Result<report::Outcome, report::ScanError> {
-    Err(report::ScanError::Other(
-        "the scanner is not built yet (issue 5); nothing was scanned".into(),
-    ))
+pub fn run(config: cli::Config) -> Result<report::Outcome, report::ScanError> {
+    pipeline::run(config)
 }

@@ -3,7 +3,8 @@
 //! The pipeline makes one pool of `4 × workers` buffers of
 //! `CHUNK_SIZE + overlap` bytes when it starts; after that no chunk buffer is
 //! allocated. A FetchSync task takes a buffer with [`BufferPool::try_get`];
-//! when the pool is empty it gets `None` at once and re-enqueues itself, so an
+//! when the pool is empty it gets `None` at once and parks itself on the
+//! wait list (re-spawned when a buffer comes back), so an
 //! executor thread never waits for another to finish a Scan. The buffer goes
 //! back to the pool when its [`PooledBuf`] is dropped, exactly once (the Scan
 //! task drops it when it is done).

@@ -174,3 +174,45 @@ fn chunked_scanning_equals_whole_file_scanning() {
         assert_eq!(chunked, whole, "chunk size {chunk}");
     }
 }
+
+/// Not sampled but exhaustive: for a one-line and a multi-line secret, every
+/// start from "the whole secret just before the edge" to "just after it",
+/// at a buffer edge and at an owned edge, gives exactly one finding with its
+/// offset, line and column.
+#[test]
+fn a_secret_at_every_offset_across_both_edges_is_reported_exactly_once() {
+    let ctx = rules().context_len();
+    let chunk = 2 * ctx + 1000;
+    let head = filler(2 * chunk, 11, false);
+    let tail = filler(2 * chunk, 12, false);
+    let mut checked = 0;
+    let mut multi_line = false;
+    for rule in ["github-pat", "private-key-rsa"] {
+        let (text, secret) = planted(rule, 5);
+        multi_line |= secret.contains('\n');
+        let secret_in_text = text.find(&secret).unwrap();
+        for edge in [chunk, chunk - ctx] {
+            let first = edge - secret.len() - 8;
+            for secret_at in first..=edge + 8 {
+                let text_at = secret_at - secret_in_text;
+                let mut data = head[..text_at - 1].to_vec();
+                data.push(b'\n');
+                data.extend_from_slice(text.as_bytes());
+                data.push(b'\n');
+                data.extend_from_slice(&tail);
+                let (line, col) = line_col(&data, secret_at);
+                let want = vec![(
+                    rule.to_string(),
+                    secret_at,
+                    secret_at + secret.len(),
+                    line,
+                    col,
+                )];
+                assert_eq!(scan_chunked(&data, chunk), want, "edge {edge}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(multi_line, "the RSA key sample should span lines");
+    assert!(checked > 4 * 17, "{checked}");
+}

@@ -227,3 +227,68 @@ fn rule_sets_are_shared_and_scratch_moves_between_threads() {
     shared::<RuleSet>();
     movable::<Scratch>();
 }
+
+#[test]
+fn builtin_regexes_are_built_lazily_and_every_one_builds() {
+    let rs = RuleSet::builtin();
+    assert_eq!(rs.built_regex_count(), 0, "the built-in set built eagerly");
+    rs.build_regexes().unwrap();
+    assert_eq!(rs.built_regex_count(), rs.len());
+    // A set compiled from specs builds everything up front.
+    let eager = RuleSet::from_specs(RuleSet::builtin_specs()).unwrap();
+    assert_eq!(eager.built_regex_count(), eager.len());
+}
+
+/// Every rule's first positive example, rendered with seed 1, one per line.
+fn all_examples(rs: &RuleSet) -> String {
+    let mut text = String::new();
+    for id in rs.ids() {
+        let mut rng = Rng::new(u64::from(id.0) + 1);
+        let secret = rs.generate_secret(id, &mut rng).unwrap();
+        text += &render(&rs.rule(id).examples[0], &mut rng, Some(&secret));
+        text.push('\n');
+    }
+    text
+}
+
+#[test]
+fn a_lazy_set_builds_only_the_rules_whose_keywords_hit() {
+    let rs = RuleSet::builtin();
+    let id = rs.find("github-pat").unwrap();
+    let mut rng = Rng::new(3);
+    let secret = rs.generate_secret(id, &mut rng).unwrap();
+    let text = render(&rs.rule(id).examples[0], &mut rng, Some(&secret));
+    let found = scan_all(&rs, &text);
+    assert_eq!(
+        describe(&rs, &text, &found),
+        [("github-pat".into(), secret)]
+    );
+    let built = rs.built_regex_count();
+    assert!(
+        built >= 1 && built < rs.len() / 4,
+        "{built} of {}",
+        rs.len()
+    );
+}
+
+#[test]
+fn lazy_set_scanned_from_many_threads_at_once_matches_the_eager_set() {
+    let eager = RuleSet::from_specs(RuleSet::builtin_specs()).unwrap();
+    let text = all_examples(&eager);
+    let want = describe(&eager, &text, &scan_all(&eager, &text));
+    assert!(want.len() >= eager.len(), "{} findings", want.len());
+    for _ in 0..4 {
+        // A fresh lazy set each round: the threads race to build its
+        // regexes (OnceLock), and every thread must see the same matches.
+        let lazy = RuleSet::builtin();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| describe(&lazy, &text, &scan_all(&lazy, &text))))
+                .collect();
+            for h in handles {
+                assert_eq!(h.join().unwrap(), want);
+            }
+        });
+        assert_eq!(lazy.built_regex_count(), lazy.len());
+    }
+}

@@ -188,6 +188,9 @@ fn bad_rules_give_messages_that_name_the_rule_and_the_problem() {
         ("[[rules]]\nid = \"a\"\nregex = 'abc'\n[rules.allowlist]\ncondition = \"XOR\"\nregexes=['x']", "condition \"XOR\" is not OR or AND"),
         ("[[rules]]\nid = \"a\"\nregex = 'abc'\n[[allowlists]]\ntargetRules = [\"b\"]\nregexes = ['x']", "targetRules names unknown rule \"b\""),
         ("[[rules]]\nid = \"a\"\nregex = '''abc[\\s\\S]*'''\nmaxLength = 100000", "the limit is 16384"),
+        // Parses, but its compiled program is over the size limit: found
+        // when the set is compiled, not when a keyword first hits.
+        ("[[rules]]\nid = \"a\"\nregex = '''abc(?u:\\w){1000}'''\nkeywords=[\"abc\"]", "rule \"a\": bad regex"),
         ("rules = 3", "rules must be an array of tables"),
         ("[[rules]\nid = 'a'", "rule file:"),
         ("title = \"nothing\"", "the rule set is empty"),

@@ -73,6 +73,15 @@ impl B {
         });
         self
     }
+    fn allow_match(mut self, regexes: &[&str]) -> B {
+        self.spec.allowlists.push(AllowlistSpec {
+            description: "not credentials".into(),
+            regex_target: super::spec::RegexTarget::Match,
+            regexes: regexes.iter().map(|s| s.to_string()).collect(),
+            ..AllowlistSpec::default()
+        });
+        self
+    }
     fn stopwords(mut self, words: &[&str]) -> B {
         self.spec.allowlists.push(AllowlistSpec {
             description: "published example values".into(),
@@ -605,21 +614,33 @@ fn table() -> Vec<B> {
             r#"(?i:passw(?:or)?d|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key)[\w.-]{0,20}["']?\s{0,4}(?::=|=>|=|:)\s{0,4}["'`]?([A-Za-z0-9+/_.~!@#%^&*=-]{12,100})(?:["'`\s;,]|$)"#,
             "{alnum:24}").ci().prio(-10).ent(3.5).classes(3)
             .allow_secret(&[GENERIC_NOT_SECRET_VALUES])
+            .allow_match(&[GENERIC_AWS_SECRET_NAMES])
             .allow_line(&[GENERIC_NOT_SECRET_NAMES])
             .ex(&["db_password = \"{secret}\"", "API_TOKEN={secret}\n", "  client_secret: '{secret}'"])
             .neg(&["password = \"changeme\"", "token = tokenize.generate_tokens(readline)", "SECRET_KEY = \"your-secret-key-here\"",
                    "api_key = \"<YOUR_API_KEY>\"", "password: ${DB_PASSWORD}", "token = \"xxxxxxxxxxxxxxxxxxxx\"",
                    "secret = \"abcdefghijklmnop\"", "password = self._password_manager_value",
                    "tokenize.COMMENT : Colors.LightRed,", "\"NextToken\": \"eyJOZXh0VG9rZW4iOiBudWxsfQ==\"",
-                   "\"ClientToken\": \"{uuid}\"", "\"token\": \"ACEGmnoq#1rstu2...BDFH3vxwy!4hlm!#5\""]),
+                   "\"ClientToken\": \"{uuid}\"", "\"token\": \"ACEGmnoq#1rstu2...BDFH3vxwy!4hlm!#5\"",
+                   "\"ARN\": \"arn:aws:secretsmanager:us-west-2:123456789012:secret:MyTestSecret-a1b2c3\",",
+                   "\"Resource\":\"arn:aws:secretsmanager:*:*:secret:AmazonSageMaker-*\"",
+                   "\"secretsmanager:ResourceTag/RedshiftDataFullAccess\":\"*\"",
+                   "if wordToken.type==XPathLexer.WILDCARD :", "keyfile: str, password: _PasswordType | None = None",
+                   "\"ChangeToken\": \"12cs345-67cd-890b-1cd2-c3a4567d89f1\""]),
     ]
 }
 
 /// Values that are code, not credentials: dotted identifier chains
-/// (`tokenize.COMMENT`, `self._password_field`) and UUIDs (request ids).
-const GENERIC_NOT_SECRET_VALUES: &str = r"^(?:[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$";
+/// (`tokenize.COMMENT`, `self._password_field`), UUIDs (request ids), the
+/// tail of a `==` comparison, and type names (`password: _PasswordType`).
+const GENERIC_NOT_SECRET_VALUES: &str = r"^(?:=.*|_?[A-Z][A-Za-z]*Type|[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$";
+/// AWS Secrets Manager names, not values: the `secret:NAME` part of an ARN
+/// and `secretsmanager:ResourceTag/...` policy keys. The match starts at the
+/// keyword, so a value glued to `secret:` with no quote or space is an ARN
+/// segment (YAML needs a space after the colon, JSON a quote).
+const GENERIC_AWS_SECRET_NAMES: &str = r#"^(?i:secret(?:smanager)?):[^\s"'`]"#;
 /// Names of tokens that are not credentials (pagination, idempotency, CSRF).
-const GENERIC_NOT_SECRET_NAMES: &str = r"(?i)(?:next|page|continuation|request|client|idempotency|csrf|xsrf|sync|cancel(?:lation)?|purchase|refresh_?token_?url)[_-]?token";
+const GENERIC_NOT_SECRET_NAMES: &str = r"(?i)(?:next|page|continuation|request|client|idempotency|csrf|xsrf|sync|cancel(?:lation)?|change|purchase|refresh_?token_?url)[_-]?token";
 
 /// Whole passwords that mark a URL as an example.
 const URL_PASSWORD_PLACEHOLDERS: &str = r"^(?i:password|passwd|pass|pwd|secret|admin|root|guest|user|test|demo|postgres|mysql|redis|rabbitmq|mongo|x+|\*+)$";

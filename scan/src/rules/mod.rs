@@ -85,7 +85,13 @@ struct Allowlist {
 #[derive(Debug)]
 struct Rule {
     info: RuleInfo,
-    regex: Regex,
+    /// The rule's regex source.
+    pattern: String,
+    /// The regexes scanning runs: built when the set is compiled, or, for
+    /// the built-in set, the first time a keyword of the rule is hit (most
+    /// of the scanner's start-up is building regexes, and a small scan
+    /// needs few of them). Plain std: rules are not part of any loom model.
+    compiled: std::sync::OnceLock<Compiled>,
     secret_group: Option<usize>,
     groups: usize,
     entropy: f64,
@@ -94,15 +100,23 @@ struct Rule {
     path: Option<Regex>,
     allowlists: Vec<Allowlist>,
     anchored: bool,
-    /// For anchored rules, the regex anchored at the keyword hit:
-    /// `^(?s-u:.)(?:re)` run on `buf[hit - 1..]` (the first byte gives `\b`
-    /// its look-behind) and `^(?:re)` for a hit at the buffer start. The
-    /// search stops where a match becomes impossible instead of looking for
-    /// a later start, so a run of keywords cannot make it quadratic.
-    at_hit: Option<(Regex, Regex)>,
     span: usize,
     min_kw: usize,
     max_kw: usize,
+}
+
+/// A rule's built regexes.
+#[derive(Debug)]
+struct Compiled {
+    /// `re` for a rule whose keyword may sit inside the match; `^(?:re)` for
+    /// an anchored rule (run at a hit at the buffer start).
+    regex: Regex,
+    /// For anchored rules, the regex anchored at the keyword hit:
+    /// `^(?s-u:.)(?:re)` run on `buf[hit - 1..]` (the first byte gives `\b`
+    /// its look-behind). The search stops where a match becomes impossible
+    /// instead of looking for a later start, so a run of keywords cannot
+    /// make it quadratic.
+    at_hit: Option<Regex>,
 }
 
 /// One owner of a prefilter pattern: a rule and, for a case-sensitive
@@ -123,6 +137,8 @@ pub struct RuleSet {
     context_len: usize,
     max_span: usize,
     forced: Option<PrefilterKind>,
+    /// Regexes are built on first use (the built-in set).
+    lazy: bool,
 }
 
 /// Per-worker scratch space, reused across calls to [`RuleSet::scan`].
@@ -132,8 +148,8 @@ pub struct Scratch {
     hits: Vec<(u32, usize)>,
     cands: Vec<Cand>,
     locs: Vec<Option<CaptureLocations>>,
-    /// Capture slots of the two anchored variants, per rule.
-    locs_at: Vec<Option<(CaptureLocations, CaptureLocations)>>,
+    /// Capture slots of the anchored-after-a-byte variant, per rule.
+    locs_at: Vec<Option<CaptureLocations>>,
     path: Option<String>,
     /// `path_off[r]`: rule `r` does not apply to the current path.
     path_off: Vec<bool>,
@@ -178,22 +194,40 @@ fn rule_err(id: &str, message: impl Into<String>) -> RuleError {
 
 /// Compiles `pattern` the way rule regexes are compiled: bytes, ASCII
 /// classes when possible, and Unicode only when the pattern needs it.
-fn compile(pattern: &str) -> Result<(Regex, regex_syntax::hir::Hir), String> {
+fn compile(pattern: &str) -> Result<Regex, String> {
     let mut last = String::new();
     for unicode in [false, true] {
-        let re = RegexBuilder::new(pattern)
+        match RegexBuilder::new(pattern)
             .unicode(unicode)
-            .size_limit(32 << 20)
-            .build();
-        let hir = regex_syntax::ParserBuilder::new()
+            .size_limit(REGEX_SIZE_LIMIT)
+            .build()
+        {
+            Ok(re) => return Ok(re),
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(last)
+}
+
+/// Most heap one compiled rule regex may take (the `regex` crate's
+/// `size_limit`); a bigger one is a rule error.
+const REGEX_SIZE_LIMIT: usize = 32 << 20;
+
+/// Parses `pattern` with [`compile`]'s settings (ASCII classes when
+/// possible) for the literal and length analysis, without building a
+/// regex. The same function serves eager and lazy rule sets, so both
+/// derive the same keywords and spans from a pattern.
+fn parse(pattern: &str) -> Result<regex_syntax::hir::Hir, String> {
+    let mut last = String::new();
+    for unicode in [false, true] {
+        match regex_syntax::ParserBuilder::new()
             .unicode(unicode)
             .utf8(false)
             .build()
-            .parse(pattern);
-        match (re, hir) {
-            (Ok(re), Ok(hir)) => return Ok((re, hir)),
-            (Err(e), _) => last = e.to_string(),
-            (_, Err(e)) => last = e.to_string(),
+            .parse(pattern)
+        {
+            Ok(hir) => return Ok(hir),
+            Err(e) => last = e.to_string(),
         }
     }
     Err(last)
@@ -201,11 +235,7 @@ fn compile(pattern: &str) -> Result<(Regex, regex_syntax::hir::Hir), String> {
 
 fn compile_list(id: &str, what: &str, pats: &[String]) -> Result<Vec<Regex>, RuleError> {
     pats.iter()
-        .map(|p| {
-            compile(p)
-                .map(|(r, _)| r)
-                .map_err(|e| rule_err(id, format!("bad {what} regex {p:?}: {e}")))
-        })
+        .map(|p| compile(p).map_err(|e| rule_err(id, format!("bad {what} regex {p:?}: {e}"))))
         .collect()
 }
 
@@ -227,7 +257,8 @@ fn prefix_literals(hir: &regex_syntax::hir::Hir) -> Option<Vec<Vec<u8>>> {
 }
 
 impl Rule {
-    fn compile(spec: &RuleSpec) -> Result<Rule, RuleError> {
+    /// Checks and prepares `spec`; builds its regexes now unless `lazy`.
+    fn compile(spec: &RuleSpec, lazy: bool) -> Result<Rule, RuleError> {
         let id = spec.id.as_str();
         if id.is_empty() || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(rule_err(id, "id must be non-empty and have no whitespace"));
@@ -235,9 +266,9 @@ impl Rule {
         if spec.regex.is_empty() {
             return Err(rule_err(id, "no regex (path-only rules are not supported)"));
         }
-        let (regex, hir) =
-            compile(&spec.regex).map_err(|e| rule_err(id, format!("bad regex: {e}")))?;
-        let groups = regex.captures_len();
+        let hir = parse(&spec.regex).map_err(|e| rule_err(id, format!("bad regex: {e}")))?;
+        // Capture groups: the implicit group 0 plus the explicit ones.
+        let groups = hir.properties().explicit_captures_len() + 1;
         if let Some(g) = spec.secret_group {
             if g >= groups {
                 return Err(rule_err(
@@ -302,11 +333,7 @@ impl Rule {
         let path = spec
             .path
             .as_deref()
-            .map(|p| {
-                compile(p)
-                    .map(|(r, _)| r)
-                    .map_err(|e| rule_err(id, format!("bad path regex: {e}")))
-            })
+            .map(|p| compile(p).map_err(|e| rule_err(id, format!("bad path regex: {e}"))))
             .transpose()?;
         let mut allowlists = Vec::new();
         for a in &spec.allowlists {
@@ -355,19 +382,8 @@ impl Rule {
             anchored,
         };
         let _ = case_sensitive;
-        let at_hit = if anchored {
-            let after = compile(&format!("^(?s-u:.)(?:{})", spec.regex)).map(|(r, _)| r);
-            let start = compile(&format!("^(?:{})", spec.regex)).map(|(r, _)| r);
-            match (after, start) {
-                (Ok(a), Ok(s)) => Some((a, s)),
-                (Err(e), _) | (_, Err(e)) => return Err(rule_err(id, format!("bad regex: {e}"))),
-            }
-        } else {
-            None
-        };
-        Ok(Rule {
+        let rule = Rule {
             info,
-            regex,
             secret_group: spec.secret_group,
             groups,
             entropy: spec.entropy.unwrap_or(0.0),
@@ -376,11 +392,58 @@ impl Rule {
             path,
             allowlists,
             anchored,
-            at_hit,
             span,
             min_kw,
             max_kw,
+            pattern: spec.regex.clone(),
+            compiled: std::sync::OnceLock::new(),
+        };
+        if !lazy {
+            // A user's rule must fail here, before any file is read.
+            rule.build_now()?;
+        }
+        Ok(rule)
+    }
+
+    /// The rule's regexes, built now if this is their first use.
+    ///
+    /// Thread-safe: `OnceLock` runs one initialiser at a time and every
+    /// caller sees the one stored value; a worker that hits the same rule
+    /// while another builds it waits for that build (milliseconds, once
+    /// per rule per run) instead of building a copy. Only the built-in set
+    /// is lazy, and `builtin_regexes_all_build_lazily` (rules_builtin.rs)
+    /// builds every one of its regexes, so the `expect` cannot fire for a
+    /// tested build.
+    fn compiled(&self) -> &Compiled {
+        self.compiled.get_or_init(|| {
+            Compiled::build(&self.pattern, self.anchored)
+                .expect("only built-in rules are built lazily, and every one builds")
         })
+    }
+
+    /// Builds the rule's regexes now if they are not built yet, reporting a
+    /// failure instead of panicking.
+    fn build_now(&self) -> Result<(), RuleError> {
+        if self.compiled.get().is_some() {
+            return Ok(());
+        }
+        let built = Compiled::build(&self.pattern, self.anchored)
+            .map_err(|e| rule_err(&self.info.id, format!("bad regex: {e}")))?;
+        for re in std::iter::once(&built.regex).chain(built.at_hit.as_ref()) {
+            if re.captures_len() != self.groups {
+                return Err(rule_err(
+                    &self.info.id,
+                    format!(
+                        "regex has {} capture groups but its parse has {}",
+                        re.captures_len(),
+                        self.groups
+                    ),
+                ));
+            }
+        }
+        // Another thread may have stored its build first: the same value.
+        let _ = self.compiled.set(built);
+        Ok(())
     }
 
     /// Bytes before and after a secret start that scanning for this rule
@@ -405,10 +468,65 @@ impl Rule {
     }
 }
 
+impl Compiled {
+    /// An anchored rule only ever runs anchored at a keyword hit, so its
+    /// plain regex is never built: two regexes, not three.
+    fn build(pattern: &str, anchored: bool) -> Result<Compiled, String> {
+        if anchored {
+            Ok(Compiled {
+                regex: compile(&format!("^(?:{pattern})"))?,
+                at_hit: Some(compile(&format!("^(?s-u:.)(?:{pattern})"))?),
+            })
+        } else {
+            Ok(Compiled {
+                regex: compile(pattern)?,
+                at_hit: None,
+            })
+        }
+    }
+}
+
+/// Compiles every spec, on up to [`COMPILE_THREADS`] threads (building
+/// regexes is most of the scanner's start-up). The first error in spec
+/// order wins, as if compiled one by one.
+fn compile_all(specs: &[RuleSpec], lazy: bool) -> Result<Vec<Rule>, RuleError> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(COMPILE_THREADS);
+    if lazy || threads < 2 || specs.len() < 2 * COMPILE_CHUNK_MIN {
+        return specs.iter().map(|s| Rule::compile(s, lazy)).collect();
+    }
+    let chunk = specs.len().div_ceil(threads).max(COMPILE_CHUNK_MIN);
+    std::thread::scope(|s| {
+        let parts: Vec<_> = specs
+            .chunks(chunk)
+            .map(|part| {
+                s.spawn(move || {
+                    part.iter()
+                        .map(|s| Rule::compile(s, false))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(specs.len());
+        for p in parts {
+            out.extend(p.join().expect("compiling a rule panicked")?);
+        }
+        Ok(out)
+    })
+}
+
+/// Most threads [`compile_all`] uses.
+const COMPILE_THREADS: usize = 4;
+/// Fewest rules per compile thread (fewer are not worth a thread).
+const COMPILE_CHUNK_MIN: usize = 16;
+
 impl RuleSet {
-    /// The built-in rules (see RULES.md).
+    /// The built-in rules (see RULES.md). Their regexes are built on first
+    /// use ([`RuleSet::from_specs`] builds every regex up front; the tests
+    /// check every built-in that way).
     pub fn builtin() -> RuleSet {
-        RuleSet::from_specs(builtin::specs()).expect("built-in rules compile")
+        RuleSet::build(builtin::specs(), None, true).expect("built-in rules compile")
     }
 
     /// The built-in rules as specs (to extend or edit before compiling).
@@ -418,10 +536,16 @@ impl RuleSet {
 
     /// Compiles `specs`. Ids must be unique.
     pub fn from_specs(specs: Vec<RuleSpec>) -> Result<RuleSet, RuleError> {
-        RuleSet::build(specs, None)
+        RuleSet::build(specs, None, false)
     }
 
-    fn build(specs: Vec<RuleSpec>, forced: Option<PrefilterKind>) -> Result<RuleSet, RuleError> {
+    /// `lazy`: check every spec now but build its regexes on first use
+    /// (only for specs known to compile: the built-ins).
+    fn build(
+        specs: Vec<RuleSpec>,
+        forced: Option<PrefilterKind>,
+        lazy: bool,
+    ) -> Result<RuleSet, RuleError> {
         if specs.is_empty() {
             return Err(RuleError::Empty);
         }
@@ -431,10 +555,7 @@ impl RuleSet {
                 return Err(RuleError::DuplicateId(s.id.clone()));
             }
         }
-        let rules = specs
-            .iter()
-            .map(Rule::compile)
-            .collect::<Result<Vec<_>, _>>()?;
+        let rules = compile_all(&specs, lazy)?;
         let mut patterns: Vec<Vec<u8>> = Vec::new();
         let mut index = std::collections::HashMap::new();
         let mut owners: Vec<Vec<Owner>> = Vec::new();
@@ -474,6 +595,7 @@ impl RuleSet {
             context_len,
             max_span,
             forced,
+            lazy,
         })
     }
 
@@ -496,14 +618,31 @@ impl RuleSet {
             .filter(|s| !ids.contains(&s.id))
             .cloned()
             .collect();
-        *self = RuleSet::build(specs, self.forced)?;
+        *self = RuleSet::build(specs, self.forced, self.lazy)?;
         Ok(())
     }
 
     /// Rebuilds the keyword prefilter with the given engine (benchmarks).
     #[doc(hidden)]
     pub fn with_prefilter(self, kind: PrefilterKind) -> RuleSet {
-        RuleSet::build(self.specs, Some(kind)).expect("rules compiled before")
+        RuleSet::build(self.specs, Some(kind), self.lazy).expect("rules compiled before")
+    }
+
+    /// Builds every regex not built yet (a lazy set builds them on first
+    /// use), reporting the first that fails. Tests use it to prove that the
+    /// built-in set's lazy builds cannot fail.
+    #[doc(hidden)]
+    pub fn build_regexes(&self) -> Result<(), RuleError> {
+        self.rules.iter().try_for_each(Rule::build_now)
+    }
+
+    /// Regexes built so far (diagnostics and tests of the lazy set).
+    #[doc(hidden)]
+    pub fn built_regex_count(&self) -> usize {
+        self.rules
+            .iter()
+            .filter(|r| r.compiled.get().is_some())
+            .count()
     }
 
     /// Number of distinct (lowercased) keywords the prefilter searches for.
@@ -662,16 +801,18 @@ impl RuleSet {
         if he + lim < owned.start || hs > owned.end + lim {
             return;
         }
-        if let Some((after, start)) = &rule.at_hit {
+        let compiled = rule.compiled();
+        if let Some(after) = &compiled.at_hit {
             let we = (hs + rule.span + LOOK_SLACK).min(buf.len());
-            let (re, base, which) = if hs > 0 {
-                (after, hs - 1, 0)
+            let (re, base, locs) = if hs > 0 {
+                let locs =
+                    scratch.locs_at[r as usize].get_or_insert_with(|| after.capture_locations());
+                (after, hs - 1, locs)
             } else {
-                (start, hs, 1)
+                let locs = scratch.locs[r as usize]
+                    .get_or_insert_with(|| compiled.regex.capture_locations());
+                (&compiled.regex, hs, locs)
             };
-            let pair = scratch.locs_at[r as usize]
-                .get_or_insert_with(|| (after.capture_locations(), start.capture_locations()));
-            let locs = if which == 0 { &mut pair.0 } else { &mut pair.1 };
             if let Some(m) = re.captures_read_at(locs, &buf[base..we], 0) {
                 let me = base + m.end();
                 if me >= he && me - hs <= rule.span {
@@ -696,10 +837,11 @@ impl RuleSet {
             (hs.saturating_sub(side), (he + side).min(buf.len()))
         };
         let hay = &buf[..(we + LOOK_SLACK).min(buf.len())];
-        let locs = scratch.locs[r as usize].get_or_insert_with(|| rule.regex.capture_locations());
+        let locs =
+            scratch.locs[r as usize].get_or_insert_with(|| compiled.regex.capture_locations());
         let mut at = ws;
         while at <= we {
-            let Some(m) = rule.regex.captures_read_at(locs, hay, at) else {
+            let Some(m) = compiled.regex.captures_read_at(locs, hay, at) else {
                 break;
             };
             let (ms, me) = (m.start(), m.end());

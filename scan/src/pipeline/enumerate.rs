@@ -1,0 +1,246 @@
+//! Enumerate: list the next objects of a source and admit each to the
+//! frontier (README.md, steps 1-2 and 6-8).
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use crate::archive::{member_path, ArchiveError, ErrorScope, PolicyAction};
+use crate::chunk::ChunkCursor;
+use crate::report::{ObjPath, ScanError};
+use crate::skip::SkipReason;
+use crate::trace::TaskKind;
+use crate::walk::WalkItem;
+
+use super::frontier::{label_index, ObjectCtx, ObjectDescriptor, ObjectEnd, WaitKey};
+use super::task::{
+    ArchiveEnum, ArchiveLevel, EnumCursor, FetchState, PendingMember, Task, WalkEnum,
+    ENUM_BATCH_SIZE,
+};
+use super::{park, Ctx, Note, Shared};
+
+pub(super) fn run(shared: &Shared, cursor: EnumCursor, ctx: &mut Ctx) -> Option<Note> {
+    ctx.scratch.counters.enumerate_count += 1;
+    match cursor {
+        EnumCursor::Walk(w) => walk(shared, w, ctx),
+        EnumCursor::Archive(a) => archive(shared, a, ctx),
+    }
+}
+
+/// Counts `n` objects that were skipped as soon as they were discovered.
+pub(super) fn skip_at_discovery(shared: &Shared, ctx: &mut Ctx, reason: &SkipReason, n: u64) {
+    ctx.scratch.counters.skipped_at_discovery[label_index(reason)] += n;
+    if let Some(p) = &shared.progress {
+        p.add_skipped(n);
+    }
+}
+
+/// One step of the walk: admit the pending batch (pulling one if there is
+/// none), then re-enqueue behind other work, or park when level 0 is full.
+fn walk(shared: &Shared, mut w: Box<WalkEnum>, ctx: &mut Ctx) -> Option<Note> {
+    if w.batch.is_empty() {
+        if w.finished {
+            return Note::bare(ctx, TaskKind::Enumerate, 0);
+        }
+        w.finished = !w.cursor.next_batch(ENUM_BATCH_SIZE, &mut w.batch);
+        // Admit in walk order: the next item is popped from the end.
+        w.batch.reverse();
+    }
+    let mut admitted = 0u64;
+    while let Some(item) = w.batch.pop() {
+        match item {
+            WalkItem::File { path, size } => {
+                let Some(permit) = shared.frontier.try_acquire(0) else {
+                    // Level 0 is full: keep the item, wait for places.
+                    w.batch.push(WalkItem::File { path, size });
+                    ctx.scratch.counters.enumerate_backpressure += 1;
+                    let note = Note::bare(ctx, TaskKind::Enumerate, admitted);
+                    let task = Task::Enumerate {
+                        cursor: EnumCursor::Walk(w),
+                    };
+                    park(shared, WaitKey::Level(0), task, ctx);
+                    return note;
+                };
+                let follow = shared.settings.follow_symlinks
+                    || w.roots.iter().any(|r| r.as_os_str() == path.as_os_str());
+                let mut desc = ObjectDescriptor::new(ObjPath::from_path(&path), size, 0);
+                desc.follow = follow;
+                let obj = ObjectCtx::new(desc, permit);
+                admitted += 1;
+                ctx.spawn_local(Task::FetchSync { obj, state: None });
+            }
+            WalkItem::Skipped { reason, .. } => skip_at_discovery(shared, ctx, &reason, 1),
+            WalkItem::RootError { path, error } => {
+                shared.abort(ScanError::Root {
+                    path,
+                    source: error,
+                });
+                return None;
+            }
+        }
+    }
+    let note = Note::bare(ctx, TaskKind::Enumerate, admitted);
+    if !w.finished {
+        // Behind the work just spawned: the global queue, where any worker
+        // (an idle one first) picks it up.
+        ctx.spawn_global(Task::Enumerate {
+            cursor: EnumCursor::Walk(w),
+        });
+    }
+    note
+}
+
+/// The path of member `name` of the archive at `archive`. A gzip member
+/// without a stored name is named after the archive (`x.gz` gives `x`), as
+/// `archive::member_path` does.
+fn member_obj_path(archive: &ObjPath, name: &[u8]) -> ObjPath {
+    if !name.is_empty() {
+        return archive.member(name);
+    }
+    let last = archive
+        .segments()
+        .last()
+        .expect("an ObjPath has at least one segment");
+    let joined = member_path(Path::new(std::ffi::OsStr::from_bytes(last)), b"");
+    let derived = &joined.as_os_str().as_bytes()[last.len() + 1..];
+    archive.member(derived)
+}
+
+/// Runs the archive stack until a member is handed to its FetchSync chain,
+/// the stack is empty, the run aborts, or a level is full (then parks).
+fn archive(shared: &Shared, mut ae: Box<ArchiveEnum>, ctx: &mut Ctx) -> Option<Note> {
+    let note = ae
+        .stack
+        .last()
+        .and_then(|top| Note::of(ctx, TaskKind::Enumerate, &top.obj, 0, 0));
+    loop {
+        if let Some(p) = ae.pending.take() {
+            let level = u8::try_from(ae.stack.len()).expect("depth is at most 64");
+            let Some(permit) = shared.frontier.try_acquire(level) else {
+                ae.pending = Some(p);
+                ctx.scratch.counters.enumerate_backpressure += 1;
+                let task = Task::Enumerate {
+                    cursor: EnumCursor::Archive(ae),
+                };
+                park(shared, WaitKey::Level(level), task, ctx);
+                return note;
+            };
+            let desc = ObjectDescriptor::new(p.path, p.size_hint.unwrap_or(0), level);
+            let obj = ObjectCtx::new(desc, permit);
+            let top = ae
+                .stack
+                .last_mut()
+                .expect("a pending member has an archive");
+            match p.nested {
+                Some(kind) => match top.cursor.open_nested(kind) {
+                    Ok(cursor) => {
+                        obj.set_end(ObjectEnd::Expanded);
+                        ae.stack.push(ArchiveLevel { cursor, obj });
+                    }
+                    Err(e) => {
+                        obj.set_end(ObjectEnd::Skipped(e.skip_reason()));
+                        let path = obj.path().clone();
+                        drop(obj);
+                        if !on_error(shared, &mut ae, &path, &e, true, ctx) {
+                            return note;
+                        }
+                    }
+                },
+                None => {
+                    let state = FetchState::Member {
+                        archive: ae,
+                        chunks: ChunkCursor::new(
+                            shared.settings.chunk_size,
+                            shared.settings.context_len,
+                        ),
+                        carry: Vec::new(),
+                    };
+                    ctx.spawn_local(Task::FetchSync {
+                        obj,
+                        state: Some(Box::new(state)),
+                    });
+                    return note;
+                }
+            }
+            continue;
+        }
+        let Some(top) = ae.stack.last_mut() else {
+            return note;
+        };
+        match top.cursor.next_member() {
+            Ok(Some(info)) => {
+                ae.pending = Some(PendingMember {
+                    path: member_obj_path(top.obj.path(), &info.name),
+                    size_hint: info.size_hint,
+                    nested: info.is_nested_archive,
+                });
+            }
+            Ok(None) => {
+                // The archive is finished; its object (ended Expanded) is
+                // released once this level is dropped.
+                ae.stack.pop();
+            }
+            Err(e) => {
+                let path = match e.member() {
+                    Some(m) => member_obj_path(top.obj.path(), m),
+                    None => top.obj.path().clone(),
+                };
+                if !on_error(shared, &mut ae, &path, &e, false, ctx) {
+                    return note;
+                }
+            }
+        }
+    }
+}
+
+/// Applies the archive policy to `err`, met at `path` in the innermost
+/// archive of `ae`. `member_counted`: the error belongs to a member that is
+/// an object of its own (it has a frontier place and already ended
+/// skipped); otherwise the skipped member or rest is counted here.
+///
+/// Returns false when the run was aborted (the caller drops `ae`).
+pub(super) fn on_error(
+    shared: &Shared,
+    ae: &mut ArchiveEnum,
+    path: &ObjPath,
+    err: &ArchiveError,
+    member_counted: bool,
+    ctx: &mut Ctx,
+) -> bool {
+    let policy = shared
+        .settings
+        .archives
+        .as_ref()
+        .expect("archives are on when an archive is open")
+        .policy;
+    let reason = err.skip_reason();
+    let action = policy.action(err);
+    if action == PolicyAction::AbortRun {
+        shared.abort(ScanError::FailRun(format!("{path}: {err}")));
+        return false;
+    }
+    let remaining = ae.stack.last().and_then(|l| l.cursor.members_remaining());
+    if !member_counted {
+        // The member or the rest of the archive this error stands for.
+        let n = match err.scope() {
+            ErrorScope::Member => 1,
+            ErrorScope::Archive => remaining.unwrap_or(1).max(1),
+        };
+        skip_at_discovery(shared, ctx, &reason, n);
+    }
+    if action == PolicyAction::StopArchive {
+        // The members not reached: known for a zip; for a streamed archive
+        // the rest counts as one skip, unless the member already stands for
+        // it (an archive-wide error inside a member's data).
+        let rest = match (err.scope(), member_counted, remaining) {
+            (ErrorScope::Archive, false, _) => 0, // counted above
+            (_, _, Some(n)) => n,
+            (ErrorScope::Archive, true, None) => 0,
+            (ErrorScope::Member, _, None) => 1,
+        };
+        if rest > 0 {
+            skip_at_discovery(shared, ctx, &reason, rest);
+        }
+        ae.stack.pop();
+    }
+    true
+}

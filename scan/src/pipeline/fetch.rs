@@ -1,0 +1,280 @@
+//! FetchSync: read the next chunk of an object into a pool buffer, behind
+//! its overlap prefix, then spawn the next FetchSync and a Scan (README.md,
+//! steps 3-5 and 8).
+
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+
+use crate::archive::{
+    detect_file, ArchiveCursor, ArchiveKind, PolicyAction, RootBudget, SNIFF_LEN,
+};
+use crate::chunk::{ChunkCursor, ChunkMeta};
+use crate::pool::PooledBuf;
+use crate::report::ScanError;
+use crate::skip::SkipReason;
+use crate::source::{check_size, open_regular, open_regular_nofollow, read_chunk_at};
+use crate::trace::TaskKind;
+
+use super::enumerate::on_error;
+use super::frontier::{ObjectEnd, ObjectRef, WaitKey};
+use super::task::{ArchiveEnum, ArchiveLevel, ChunkSpan, EnumCursor, FetchState, Task};
+use super::{park, Ctx, Note, Shared};
+
+pub(super) fn run(
+    shared: &Shared,
+    obj: ObjectRef,
+    state: Option<Box<FetchState>>,
+    ctx: &mut Ctx,
+) -> Option<Note> {
+    ctx.scratch.counters.fetch_sync_count += 1;
+    let Some(buf) = shared.pool.try_get() else {
+        // Every buffer is in a Scan task (queued or running): wait for one
+        // to come back instead of blocking this worker.
+        ctx.scratch.counters.fetch_pool_empty += 1;
+        park(shared, WaitKey::Buffer, Task::FetchSync { obj, state }, ctx);
+        return None;
+    };
+    match state {
+        None => first_file_chunk(shared, obj, buf, ctx),
+        Some(st) => match *st {
+            FetchState::File { file, size, chunks } => {
+                next_file_chunk(shared, obj, buf, file, size, chunks, ctx)
+            }
+            FetchState::Member {
+                archive,
+                chunks,
+                carry,
+            } => member_chunk(shared, obj, buf, archive, chunks, carry, ctx),
+        },
+    }
+}
+
+/// Spawns the Scan of a planned chunk (last, so it lands in the LIFO slot and
+/// runs next on this worker, while the buffer is still in cache). A chunk
+/// that owns nothing (possible only with chunks smaller than the context)
+/// is not scanned; its new bytes are counted here.
+fn spawn_scan(obj: ObjectRef, buf: PooledBuf, meta: &ChunkMeta, ctx: &mut Ctx) {
+    if meta.owned.is_empty() {
+        ctx.scratch.counters.bytes_scanned += meta.new_bytes() as u64;
+        return;
+    }
+    ctx.spawn_local(Task::Scan {
+        obj,
+        buf,
+        chunk: ChunkSpan::from_meta(meta),
+    });
+}
+
+fn finished(shared: &Shared, obj: &ObjectRef, end: ObjectEnd) {
+    obj.set_end(end);
+    if let (Some(p), ObjectEnd::Scanned) = (&shared.progress, end) {
+        p.add_files(1);
+    }
+}
+
+fn first_file_chunk(
+    shared: &Shared,
+    obj: ObjectRef,
+    mut buf: PooledBuf,
+    ctx: &mut Ctx,
+) -> Option<Note> {
+    let st = &shared.settings;
+    let path = obj.path().file_path();
+    let opened = if st.follow_symlinks || obj.desc().follow {
+        open_regular(&path)
+    } else {
+        open_regular_nofollow(&path)
+    };
+    let (file, size) =
+        match opened.and_then(|(f, s)| check_size(s, st.max_file_size).map(|()| (f, s))) {
+            Ok(x) => x,
+            Err(reason) => {
+                finished(shared, &obj, ObjectEnd::Skipped(reason));
+                return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
+            }
+        };
+    let cs = st.chunk_size;
+    let read = match read_chunk_at(&file, 0, size, &mut buf.full_mut()[..cs]) {
+        Ok(r) => r,
+        Err(reason) => {
+            finished(shared, &obj, ObjectEnd::Skipped(reason));
+            return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
+        }
+    };
+    buf.set_len(read.len);
+    ctx.scratch.counters.bytes_fetched += read.len as u64;
+    let note = Note::of(ctx, TaskKind::FetchSync, &obj, 0, read.len as u64);
+    if st.archives.is_some() {
+        let head = &buf[..read.len.min(SNIFF_LEN)];
+        let name = path.file_name().map_or(&[][..], |n| n.as_bytes());
+        if let Some(kind) = detect_file(&file, head, name) {
+            drop(buf);
+            open_archive(shared, obj, file, kind, ctx);
+            return note;
+        }
+    }
+    let mut chunks = ChunkCursor::new(cs, st.context_len);
+    let meta = chunks.advance(&buf, read.done);
+    if read.done {
+        finished(shared, &obj, ObjectEnd::Scanned);
+    } else {
+        let next = FetchState::File { file, size, chunks };
+        ctx.spawn_local(Task::FetchSync {
+            obj: ObjectRef::clone(&obj),
+            state: Some(Box::new(next)),
+        });
+    }
+    spawn_scan(obj, buf, &meta, ctx);
+    note
+}
+
+/// A file on disk turned out to be an archive: open it and hand it to an
+/// archive Enumerate (README.md, step 6).
+fn open_archive(
+    shared: &Shared,
+    obj: ObjectRef,
+    file: std::fs::File,
+    kind: ArchiveKind,
+    ctx: &mut Ctx,
+) {
+    let arch = shared.settings.archives.as_ref().expect("archives are on");
+    let root = RootBudget::new(arch.limits.max_root_bytes);
+    match ArchiveCursor::open(file, kind, 1, &arch.limits, root) {
+        Ok(cursor) => {
+            finished(shared, &obj, ObjectEnd::Expanded);
+            let ae = ArchiveEnum {
+                stack: vec![ArchiveLevel { cursor, obj }],
+                pending: None,
+            };
+            ctx.spawn_local(Task::Enumerate {
+                cursor: EnumCursor::Archive(Box::new(ae)),
+            });
+        }
+        Err(e) => {
+            finished(shared, &obj, ObjectEnd::Skipped(e.skip_reason()));
+            if arch.policy.action(&e) == PolicyAction::AbortRun {
+                shared.abort(ScanError::FailRun(format!("{}: {e}", obj.path())));
+            }
+        }
+    }
+}
+
+fn next_file_chunk(
+    shared: &Shared,
+    obj: ObjectRef,
+    mut buf: PooledBuf,
+    file: std::fs::File,
+    size: u64,
+    mut chunks: ChunkCursor,
+    ctx: &mut Ctx,
+) -> Option<Note> {
+    let st = &shared.settings;
+    let prefix = chunks.next_prefix_len();
+    let start = chunks.next_offset() - prefix as u64;
+    let want = prefix + st.chunk_size;
+    let read = match read_chunk_at(&file, start, size, &mut buf.full_mut()[..want]) {
+        Ok(r) => r,
+        Err(reason) => {
+            finished(shared, &obj, ObjectEnd::Skipped(reason));
+            return Note::of(ctx, TaskKind::FetchSync, &obj, start, 0);
+        }
+    };
+    ctx.scratch.counters.bytes_fetched += read.len as u64;
+    let note = Note::of(ctx, TaskKind::FetchSync, &obj, start, read.len as u64);
+    if read.len < prefix {
+        // The file shrank below bytes already read: its tail cannot be
+        // scanned consistently any more.
+        let reason = SkipReason::Unreadable(io::ErrorKind::UnexpectedEof);
+        finished(shared, &obj, ObjectEnd::Skipped(reason));
+        return note;
+    }
+    buf.set_len(read.len);
+    let meta = chunks.advance(&buf, read.done);
+    if read.done {
+        finished(shared, &obj, ObjectEnd::Scanned);
+    } else {
+        let next = FetchState::File { file, size, chunks };
+        ctx.spawn_local(Task::FetchSync {
+            obj: ObjectRef::clone(&obj),
+            state: Some(Box::new(next)),
+        });
+    }
+    spawn_scan(obj, buf, &meta, ctx);
+    note
+}
+
+/// Streams the next chunk of an archive member: the carried overlap, then
+/// up to a chunk of new member bytes (README.md, step 7).
+fn member_chunk(
+    shared: &Shared,
+    obj: ObjectRef,
+    mut buf: PooledBuf,
+    mut archive: Box<ArchiveEnum>,
+    mut chunks: ChunkCursor,
+    mut carry: Vec<u8>,
+    ctx: &mut Ctx,
+) -> Option<Note> {
+    let cs = shared.settings.chunk_size;
+    let prefix = chunks.next_prefix_len();
+    let offset = chunks.next_offset();
+    let full = buf.full_mut();
+    full[..prefix].copy_from_slice(&carry[carry.len() - prefix..]);
+    let top = archive
+        .stack
+        .last_mut()
+        .expect("a member's archive is open");
+    let mut n = 0;
+    let mut eof = false;
+    let mut error = None;
+    while n < cs {
+        match top.cursor.read_member(&mut full[prefix + n..prefix + cs]) {
+            Ok(0) => {
+                eof = true;
+                break;
+            }
+            Ok(k) => n += k,
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+    }
+    buf.set_len(prefix + n);
+    ctx.scratch.counters.bytes_fetched += (prefix + n) as u64;
+    let note = Note::of(ctx, TaskKind::FetchSync, &obj, offset, n as u64);
+    if let Some(e) = error {
+        // Keep what was read: scan it as the member's last chunk.
+        let meta = chunks.advance(&buf, true);
+        obj.set_end(ObjectEnd::Skipped(e.skip_reason()));
+        let path = obj.path().clone();
+        if on_error(shared, &mut archive, &path, &e, true, ctx) {
+            ctx.spawn_local(Task::Enumerate {
+                cursor: EnumCursor::Archive(archive),
+            });
+            spawn_scan(obj, buf, &meta, ctx);
+        }
+        return note;
+    }
+    let meta = chunks.advance(&buf, eof);
+    if eof {
+        finished(shared, &obj, ObjectEnd::Scanned);
+        // The member is done: list the next one.
+        ctx.spawn_local(Task::Enumerate {
+            cursor: EnumCursor::Archive(archive),
+        });
+    } else {
+        let keep = chunks.next_prefix_len();
+        carry.clear();
+        carry.extend_from_slice(&buf[buf.len() - keep..]);
+        ctx.spawn_local(Task::FetchSync {
+            obj: ObjectRef::clone(&obj),
+            state: Some(Box::new(FetchState::Member {
+                archive,
+                chunks,
+                carry,
+            })),
+        });
+    }
+    spawn_scan(obj, buf, &meta, ctx);
+    note
+}

@@ -1,0 +1,494 @@
+//! A whole run: rules, frontier, pool and executor set up from the
+//! [`Config`], the walk started, the executor joined, the totals checked
+//! (the accounting invariant) and handed to the reporter.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::panic::{self, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use magpie_core::sync::atomic::AtomicBool;
+use magpie_core::sync::{Arc, Mutex};
+use magpie_runtime::{Executor, ExecutorConfig, MetricsSnapshot};
+
+use crate::archive::{ArchiveLimits, ArchivePolicy};
+use crate::cli::{self, Config};
+use crate::pool::BufferPool;
+use crate::report::progress::progress_wanted;
+use crate::report::{
+    finalize, Finding, Outcome, Progress, ProgressDisplay, Reporter, ScanError, Summary,
+};
+use crate::rules::{PrefilterKind, RuleSet};
+use crate::skip::SkipReason;
+use crate::trace::{TraceSink, DEFAULT_MAX_EVENTS};
+use crate::walk::{WalkConfig, WalkCursor};
+
+use super::frontier::{FrontierStats, ObjectFrontier, WaitList, SKIP_LABELS};
+use super::task::{EnumCursor, Task, WalkEnum};
+use super::{lock, run_task, ArchiveSettings, Counters, Settings, Shared, Totals, WorkerScratch};
+
+/// Chunk buffers per worker (seed 001: the pool holds `4 × workers`).
+pub const BUFFERS_PER_WORKER: usize = 4;
+
+/// The most places at frontier level 0 (files on disk in flight).
+pub const MAX_FRONTIER: usize = 512;
+
+/// The fewest places at any level.
+pub const MIN_FRONTIER: usize = 16;
+
+/// File descriptors kept out of the frontier's budget: stdio, the walker's
+/// open directories, the output and trace files, temp files of nested zips.
+pub const RESERVED_FDS: u64 = 128;
+
+/// Knobs that are not on the command line (tests, benchmarks). `Default` is
+/// what the binary uses.
+#[derive(Clone, Debug, Default)]
+pub struct Tuning {
+    /// Level-0 frontier capacity; `None`: [`frontier_capacity`] from the fd
+    /// limit.
+    pub frontier_capacity: Option<usize>,
+    /// Buffers in the pool; `None`: [`BUFFERS_PER_WORKER`] × workers.
+    pub pool_buffers: Option<usize>,
+    /// Do not free the compiled rules and the buffer pool at the end: the
+    /// process is about to exit, and freeing ~10 MB of compiled regexes costs
+    /// several milliseconds of a short run ([`run`] sets it).
+    pub leak_at_end: bool,
+}
+
+/// The soft limit on open files, from `/proc/self/limits` (no `unsafe`
+/// `getrlimit` in this crate).
+pub fn fd_soft_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    let soft = line["Max open files".len()..].split_whitespace().next()?;
+    soft.parse().ok()
+}
+
+/// Level-0 capacity: every in-flight file holds one descriptor from its first
+/// to its last chunk, so half of what the soft fd limit leaves after
+/// [`RESERVED_FDS`] (the other half is for nested levels), between
+/// [`MIN_FRONTIER`] and [`MAX_FRONTIER`]. 1024 fds give 448.
+pub fn frontier_capacity(fd_limit: Option<u64>) -> usize {
+    let fds = fd_limit.unwrap_or(1024);
+    let budget = fds.saturating_sub(RESERVED_FDS) / 2;
+    usize::try_from(budget)
+        .unwrap_or(MAX_FRONTIER)
+        .clamp(MIN_FRONTIER, MAX_FRONTIER)
+}
+
+/// Capacities of every level: level 0 from [`frontier_capacity`], each
+/// archive level an eighth of it (an archive holds at most one member being
+/// read, so few places go a long way; a nested zip holds a temp file).
+fn level_capacities(level0: usize, archive_depth: u32) -> Vec<usize> {
+    let nested = (level0 / 8).max(MIN_FRONTIER);
+    std::iter::once(level0)
+        .chain(std::iter::repeat_n(nested, archive_depth as usize))
+        .collect()
+}
+
+/// Compiles the rules the configuration asks for: the built-in set, plus
+/// each `--rules` file (a file rule replaces a built-in one with the same
+/// id), minus `--exclude-rule`.
+pub fn load_rules(config: &Config) -> Result<RuleSet, ScanError> {
+    let mut rules = if config.rule_files.is_empty() {
+        RuleSet::builtin()
+    } else {
+        let mut specs = RuleSet::builtin_specs();
+        let mut files = Vec::new();
+        for path in &config.rule_files {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ScanError::Rules(format!("{}: {e}", path.display())))?;
+            let loaded = RuleSet::load_toml(&text)
+                .map_err(|e| ScanError::Rules(format!("{}: {e}", path.display())))?;
+            files.push((path, loaded.clone()));
+            for spec in loaded {
+                specs.retain(|s| s.id != spec.id);
+                specs.push(spec);
+            }
+        }
+        match RuleSet::from_specs(specs) {
+            Ok(rules) => rules,
+            Err(e) => {
+                // Name the file: compile each alone to find the culprit
+                // (only on this error path).
+                let culprit = files
+                    .into_iter()
+                    .find_map(|(path, specs)| RuleSet::from_specs(specs).err().map(|e| (path, e)));
+                return Err(ScanError::Rules(match culprit {
+                    Some((path, e)) => format!("{}: {e}", path.display()),
+                    None => e.to_string(),
+                }));
+            }
+        }
+    };
+    if !config.exclude_rules.is_empty() {
+        rules
+            .exclude(&config.exclude_rules)
+            .map_err(|e| ScanError::Rules(e.to_string()))?;
+    }
+    if let Some(kind) = config.prefilter {
+        let kind = match kind {
+            cli::Prefilter::ShiftOr => PrefilterKind::ShiftOr,
+            cli::Prefilter::Teddy => PrefilterKind::Teddy,
+            cli::Prefilter::Dfa => PrefilterKind::Dfa,
+        };
+        rules = rules.with_prefilter(kind);
+    }
+    Ok(rules)
+}
+
+/// The accounting of a run: every discovered object ended exactly one way.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Accounting {
+    /// Objects discovered: walk entries that were not ignored, archive
+    /// members, and the members or rest of an archive counted skipped.
+    pub discovered: u64,
+    /// Objects whose bytes were scanned to the end.
+    pub scanned: u64,
+    /// Archives opened (their members are objects of their own).
+    pub expanded: u64,
+    /// Objects skipped, any reason.
+    pub skipped: u64,
+    /// Objects dropped with no end (only an aborted run has any).
+    pub abandoned: u64,
+    /// Frontier places taken.
+    pub acquired: u64,
+    /// Frontier places still held at the end (a leaked permit if not 0).
+    pub in_flight: u64,
+}
+
+impl Accounting {
+    /// `discovered == scanned + expanded + skipped + abandoned`, no place
+    /// held, and nothing abandoned unless the run was aborted.
+    pub fn holds(&self, aborted: bool) -> bool {
+        self.discovered == self.scanned + self.expanded + self.skipped + self.abandoned
+            && self.in_flight == 0
+            && (aborted || self.abandoned == 0)
+    }
+}
+
+/// What [`scan`] returns: finalized findings (before the baseline), the
+/// summary and the accounting.
+#[derive(Debug)]
+pub struct ScanReport {
+    /// Sorted, de-duplicated, fingerprinted.
+    pub findings: Vec<Finding>,
+    /// Totals; `summary.metrics` holds every counter.
+    pub summary: Summary,
+    /// The accounting check's numbers.
+    pub accounting: Accounting,
+    /// The executor's counters.
+    pub runtime: MetricsSnapshot,
+}
+
+fn settings(config: &Config, rules: &RuleSet) -> Settings {
+    let archives = config.scan_archives.then(|| ArchiveSettings {
+        limits: ArchiveLimits {
+            max_depth: config.archive_depth,
+            max_entry_bytes: config
+                .max_file_size
+                .unwrap_or(ArchiveLimits::default().max_entry_bytes),
+            ..ArchiveLimits::default()
+        },
+        policy: match config.archive_policy {
+            cli::ArchivePolicy::Skip => ArchivePolicy::Skip,
+            cli::ArchivePolicy::Partial => ArchivePolicy::Partial,
+            cli::ArchivePolicy::FailRun => ArchivePolicy::FailRun,
+        },
+    });
+    Settings {
+        chunk_size: config.chunk_size.max(1),
+        context_len: rules.context_len(),
+        follow_symlinks: config.follow_symlinks,
+        max_file_size: config.max_file_size,
+        archives,
+    }
+}
+
+/// Peak resident set size of this process, from `/proc/self/status`.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = text.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line["VmHWM:".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+/// Scans `config.paths` with `rules` and returns the findings and totals.
+/// Nothing is written; [`run`] adds the reporting.
+pub fn scan_with(
+    config: &Config,
+    rules: RuleSet,
+    tuning: &Tuning,
+    trace: Option<&std::sync::Arc<TraceSink>>,
+) -> Result<ScanReport, ScanError> {
+    let started = Instant::now();
+    for root in &config.paths {
+        if let Err(source) = std::fs::symlink_metadata(root) {
+            return Err(ScanError::Root {
+                path: root.clone(),
+                source,
+            });
+        }
+    }
+    let workers = config.workers.max(1);
+    let settings = settings(config, &rules);
+    let level0 = tuning
+        .frontier_capacity
+        .unwrap_or_else(|| frontier_capacity(fd_soft_limit()));
+    let depth = settings.archives.as_ref().map_or(0, |a| a.limits.max_depth);
+    let frontier = ObjectFrontier::new(&level_capacities(level0, depth));
+    let buffers = tuning
+        .pool_buffers
+        .unwrap_or(BUFFERS_PER_WORKER * workers)
+        .max(1);
+    let pool = BufferPool::new(buffers, settings.chunk_size + 2 * settings.context_len);
+    let progress = progress_wanted(!config.progress).then(|| Arc::new(Progress::new()));
+    let display = match &progress {
+        Some(p) => ProgressDisplay::start(Arc::clone(p), true),
+        None => ProgressDisplay::hidden(),
+    };
+    let shared = Arc::new(Shared {
+        settings,
+        rules,
+        pool,
+        frontier,
+        waiters: WaitList::new(),
+        progress,
+        aborted: AtomicBool::new(false),
+        abort_error: Mutex::new(None),
+        totals: Mutex::new(Totals::default()),
+    });
+    let walk = WalkEnum {
+        cursor: WalkCursor::new(
+            config.paths.clone(),
+            WalkConfig {
+                follow_symlinks: config.follow_symlinks,
+                no_ignore: !config.respect_ignore_files,
+                max_file_size: config.max_file_size,
+            },
+        ),
+        batch: Vec::with_capacity(super::ENUM_BATCH_SIZE),
+        finished: false,
+        roots: config.paths.clone(),
+    };
+
+    let for_init = Arc::clone(&shared);
+    let for_tasks = Arc::clone(&shared);
+    let sink = trace.cloned();
+    let ex = Executor::new(
+        ExecutorConfig {
+            workers,
+            // The scanner shares its machine: let the kernel move workers.
+            pin_threads: false,
+            ..ExecutorConfig::default()
+        },
+        move |worker| WorkerScratch::new(Arc::clone(&for_init), worker, sink.as_ref()),
+        move |task, ctx| run_task(&for_tasks, task, ctx),
+    );
+    let first = Task::Enumerate {
+        cursor: EnumCursor::Walk(Box::new(walk)),
+    };
+    if ex.spawn_external(first).is_err() {
+        return Err(ScanError::Other("the executor refused the walk".into()));
+    }
+    let joined = panic::catch_unwind(AssertUnwindSafe(|| ex.join()));
+    display.finish();
+    let runtime = match joined {
+        Ok(m) => m,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            return Err(ScanError::Other(format!(
+                "internal error: a task panicked: {what}"
+            )));
+        }
+    };
+    let elapsed = started.elapsed();
+
+    let aborted = shared.aborted();
+    let leftover = shared.waiters.drain();
+    let leftover_count = leftover.len();
+    drop(leftover);
+    if let Some(err) = lock(&shared.abort_error).take() {
+        return Err(err);
+    }
+    if leftover_count > 0 {
+        return Err(ScanError::Other(format!(
+            "internal error: {leftover_count} tasks were still parked when the executor finished"
+        )));
+    }
+    let totals = std::mem::take(&mut *lock(&shared.totals));
+    debug_assert_eq!(totals.scratches_dropped, workers, "every scratch flushed");
+    let fstats = shared.frontier.stats();
+    let accounting = accounting(&totals.counters, &fstats);
+    debug_assert!(
+        accounting.holds(aborted),
+        "accounting invariant broken: {accounting:?}"
+    );
+    let mut findings = totals.findings;
+    finalize(&mut findings);
+    let summary = summary(
+        config,
+        &shared,
+        &totals.counters,
+        &fstats,
+        &accounting,
+        &runtime,
+        elapsed,
+        trace.map_or(0, |t| t.dropped()),
+    );
+    if tuning.leak_at_end {
+        std::mem::forget(shared);
+    }
+    Ok(ScanReport {
+        findings,
+        summary,
+        accounting,
+        runtime,
+    })
+}
+
+fn accounting(c: &Counters, f: &FrontierStats) -> Accounting {
+    let at_discovery: u64 = c.skipped_at_discovery.iter().sum();
+    let ended_skipped: u64 = f.skipped.iter().sum();
+    Accounting {
+        discovered: f.acquired_total() + at_discovery,
+        scanned: f.scanned,
+        expanded: f.expanded,
+        skipped: at_discovery + ended_skipped,
+        abandoned: f.abandoned,
+        acquired: f.acquired_total(),
+        in_flight: f.in_flight.iter().map(|&n| n as u64).sum(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn summary(
+    config: &Config,
+    shared: &Shared,
+    c: &Counters,
+    f: &FrontierStats,
+    acc: &Accounting,
+    rt: &MetricsSnapshot,
+    elapsed: Duration,
+    trace_dropped: u64,
+) -> Summary {
+    let mut skipped = BTreeMap::new();
+    for i in 0..SKIP_LABELS {
+        let n = c.skipped_at_discovery[i] + f.skipped[i];
+        if n > 0 {
+            skipped.insert(SkipReason::LABELS[i], n);
+        }
+    }
+    let mut m: BTreeMap<&'static str, u64> = BTreeMap::new();
+    // Seed 001's pipeline counters.
+    m.insert("enumerate_count", c.enumerate_count);
+    m.insert("objects_discovered", acc.discovered);
+    m.insert("enumerate_backpressure", c.enumerate_backpressure);
+    m.insert("fetch_sync_count", c.fetch_sync_count);
+    m.insert("bytes_fetched", c.bytes_fetched);
+    m.insert("scan_count", c.scan_count);
+    m.insert("bytes_scanned", c.bytes_scanned);
+    m.insert("objects_completed", f.ended());
+    m.insert("objects_admitted", acc.acquired);
+    m.insert("frontier_in_flight", acc.in_flight);
+    // The accounting and the structures behind it.
+    m.insert("objects_scanned", acc.scanned);
+    m.insert("objects_expanded", acc.expanded);
+    m.insert("objects_skipped", acc.skipped);
+    m.insert("objects_abandoned", acc.abandoned);
+    m.insert("frontier_capacity", shared.frontier.capacity(0) as u64);
+    m.insert("frontier_peak", f.peak.first().copied().unwrap_or(0) as u64);
+    m.insert("fetch_pool_empty", c.fetch_pool_empty);
+    m.insert("parks", shared.waiters.parks());
+    m.insert("pool_buffers", shared.pool.count() as u64);
+    m.insert("chunk_size", shared.settings.chunk_size as u64);
+    m.insert("overlap_bytes", 2 * shared.settings.context_len as u64);
+    m.insert("raw_findings", c.raw_findings);
+    if let Some(rss) = peak_rss_bytes() {
+        m.insert("peak_rss_bytes", rss);
+    }
+    // The executor's counters.
+    let t = &rt.total;
+    for (k, v) in [
+        ("rt_tasks_run", rt.tasks_run()),
+        ("rt_tasks_lifo", t.tasks_lifo),
+        ("rt_tasks_local", t.tasks_local),
+        ("rt_tasks_global", t.tasks_global),
+        ("rt_tasks_steal", t.tasks_steal),
+        ("rt_steal_attempts", t.steal_attempts),
+        ("rt_steal_successes", t.steal_successes),
+        ("rt_tasks_stolen", t.tasks_stolen),
+        ("rt_global_batches", t.global_batches),
+        ("rt_overflows", t.overflows),
+        ("rt_parks", t.parks),
+        ("rt_unparks", t.unparks),
+        ("rt_spurious_wakeups", t.spurious_wakeups),
+        ("rt_idle_wakeups", t.idle_wakeups),
+        ("rt_wake_on_hoard", t.wake_on_hoard),
+        ("rt_panics", t.panics),
+    ] {
+        m.insert(k, v);
+    }
+    Summary {
+        files_scanned: acc.scanned,
+        bytes_scanned: c.bytes_scanned,
+        skipped,
+        archives: acc.expanded,
+        archive_members: f.acquired.iter().skip(1).sum(),
+        findings: 0,
+        baseline_suppressed: 0,
+        workers: config.workers.max(1),
+        elapsed,
+        trace_events_dropped: trace_dropped,
+        metrics: m,
+    }
+}
+
+/// Scans with the configuration's rules and no reporting (tests and
+/// embedding): [`scan_with`] after [`load_rules`].
+pub fn scan(config: &Config, tuning: &Tuning) -> Result<ScanReport, ScanError> {
+    let rules = load_rules(config)?;
+    scan_with(config, rules, tuning, None)
+}
+
+/// The whole program: reporter (baseline and output checked first), rules,
+/// trace file, the scan, the report and the summary.
+pub fn run(config: Config) -> Result<Outcome, ScanError> {
+    let reporter = Reporter::from_config(&config)?;
+    let rules = load_rules(&config)?;
+    let workers = config.workers.max(1);
+    let trace = match &config.trace {
+        Some(path) => {
+            // Fail before the scan if the file cannot be written.
+            std::fs::File::create(path).map_err(|source| ScanError::Output {
+                what: format!("trace file {}", path.display()),
+                source,
+            })?;
+            Some(TraceSink::new(workers, DEFAULT_MAX_EVENTS))
+        }
+        None => None,
+    };
+    let tuning = Tuning {
+        leak_at_end: true,
+        ..Tuning::default()
+    };
+    let report = scan_with(&config, rules, &tuning, trace.as_ref())?;
+    let mut summary = report.summary;
+    if let (Some(sink), Some(path)) = (&trace, &config.trace) {
+        let stats = sink.write_to_file(path)?;
+        summary.trace_events_dropped = stats.dropped;
+    }
+    if config.metrics {
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "runtime:\n{}", report.runtime);
+    }
+    reporter.finish(report.findings, summary, &mut std::io::stderr().lock())
+}
