@@ -29,7 +29,16 @@ fn probe<R: AsyncRuntime>(rt: &R) {
     for _ in 0..5 {
         let i0 = iters.load(Ordering::Relaxed);
         let t0 = Instant::now();
-        let handles: Vec<_> = (0..NUM_SPAWN).map(|_| rt.spawn(async {})).collect();
+        let last_done = Arc::new(AtomicU64::new(0));
+        let handles: Vec<_> = (0..NUM_SPAWN)
+            .map(|_| {
+                let last_done = last_done.clone();
+                rt.spawn(async move {
+                    let at = t0.elapsed().as_nanos() as u64;
+                    last_done.fetch_max(at, Ordering::Relaxed);
+                })
+            })
+            .collect();
         let t_spawn = t0.elapsed();
         let i1 = iters.load(Ordering::Relaxed);
         rt.block_on(async {
@@ -40,10 +49,11 @@ fn probe<R: AsyncRuntime>(rt: &R) {
         let t = t0.elapsed();
         let i2 = iters.load(Ordering::Relaxed);
         println!(
-            "{:<7} spawn {:>6.2} ms ({} busy iters)  total {:>6.2} ms ({} busy iters)",
+            "{:<7} spawn {:>6.2} ms ({} busy iters)  last task done {:>6.2} ms  total {:>6.2} ms ({} busy iters)",
             R::NAME,
             t_spawn.as_secs_f64() * 1e3,
             i1 - i0,
+            last_done.load(Ordering::Relaxed) as f64 / 1e6,
             t.as_secs_f64() * 1e3,
             i2 - i0
         );

@@ -365,3 +365,38 @@ fn shutdown_timeout_returns_even_with_a_busy_task() {
     rt.shutdown_timeout(Duration::from_millis(50));
     stop.store(true, Ordering::Release);
 }
+
+/// A yield lets the global queue go next: with one worker busy yielding, a
+/// task spawned from outside runs within two yields of its spawn returning,
+/// not after a whole global-queue interval (61 ticks at start, up to 255).
+#[test]
+fn a_yield_lets_a_task_waiting_in_the_global_queue_run_next() {
+    let rt = rt(1);
+    let spawned = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let (s, d) = (spawned.clone(), done.clone());
+    let yielder = rt.spawn(async move {
+        let mut yields_after_spawn = 0u32;
+        while !d.load(Ordering::Acquire) {
+            let seen = s.load(Ordering::Acquire);
+            yield_now().await;
+            if seen {
+                yields_after_spawn += 1;
+            }
+        }
+        yields_after_spawn
+    });
+    let d = done.clone();
+    // Let the yielder get going, so the outside spawn lands while it loops.
+    thread::sleep(Duration::from_millis(20));
+    let waiting = rt.spawn(async move { d.store(true, Ordering::Release) });
+    spawned.store(true, Ordering::Release);
+    let yields = rt.block_on(async {
+        waiting.await.unwrap();
+        yielder.await.unwrap()
+    });
+    assert!(
+        yields <= 2,
+        "the outside task waited {yields} yields after its spawn returned"
+    );
+}

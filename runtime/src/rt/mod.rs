@@ -353,7 +353,7 @@ impl Handle {
                 Some(worker) if Arc::ptr_eq(&worker.handle.inner, &self.inner) => {
                     let mut parts = worker.parts();
                     if is_yield {
-                        parts.push_local(task);
+                        parts.push_yielded(task);
                     } else {
                         parts.spawn_local(task);
                     }

@@ -487,6 +487,17 @@ impl<T: Send + 'static> Parts<'_, T> {
         self.push_overflow(task);
     }
 
+    /// A task that yielded (woken while it was polled): to the back of the
+    /// ring, and the next tick looks at the global queue first. A yield says
+    /// "let others run"; without this, a worker whose ring holds only
+    /// yielding tasks would cycle through them for a whole global interval
+    /// (up to `MAX_GLOBAL_INTERVAL` ticks) while tasks wait in the global
+    /// queue. The check costs one load when the global queue is empty.
+    pub(crate) fn push_yielded(&mut self, task: T) {
+        self.push_local(task);
+        self.core.global_countdown = 1;
+    }
+
     #[cold]
     fn push_overflow(&mut self, task: T) {
         let shared = self.shared;
