@@ -219,6 +219,19 @@ impl Snapshot {
         Self(self.0 & !bits)
     }
 
+    /// SCHEDULED -> RUNNING (NOTIFIED cleared), and whether the poll must be
+    /// skipped because cancellation is effective.
+    #[inline]
+    fn start_running(self) -> (Self, bool) {
+        let next = self.with_lifecycle(RUNNING).unset(NOTIFIED);
+        #[cfg(not(magpie_broken = "running_ignores_cancel"))]
+        let cancelled = self.is_cancel_effective();
+        // broken: a cancel requested before the poll is not seen.
+        #[cfg(magpie_broken = "running_ignores_cancel")]
+        let cancelled = false;
+        (next, cancelled)
+    }
+
     /// One more reference. The callers are transitions that create a queue
     /// entry; at [`REF_MAX`] the process aborts (see [`State::ref_inc`]).
     #[inline]
@@ -553,9 +566,8 @@ impl State {
                 curr.is_scheduled(),
                 "transition_to_running: not SCHEDULED: {curr:?}"
             );
-            let next = curr.with_lifecycle(RUNNING).unset(NOTIFIED);
-            #[cfg(not(magpie_broken = "running_ignores_cancel"))]
-            if curr.is_cancel_effective() {
+            let (next, cancelled) = curr.start_running();
+            if cancelled {
                 return (TransitionToRunning::Cancelled, Some(next));
             }
             (TransitionToRunning::Success, Some(next))
@@ -946,9 +958,8 @@ impl State {
                     TransitionToRunningOrStale::StaleDealloc,
                 );
             }
-            let next = curr.with_lifecycle(RUNNING).unset(NOTIFIED);
-            #[cfg(not(magpie_broken = "running_ignores_cancel"))]
-            if curr.is_cancel_effective() {
+            let (next, cancelled) = curr.start_running();
+            if cancelled {
                 return (TransitionToRunningOrStale::Cancel, Some(next));
             }
             (TransitionToRunningOrStale::Poll, Some(next))

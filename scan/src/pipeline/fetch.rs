@@ -113,18 +113,8 @@ fn first_file_chunk(
             return note;
         }
     }
-    let mut chunks = ChunkCursor::new(cs, st.context_len);
-    let meta = chunks.advance(&buf, read.done);
-    if read.done {
-        finished(shared, &obj, ObjectEnd::Scanned);
-    } else {
-        let next = FetchState::File { file, size, chunks };
-        ctx.spawn_local(Task::FetchSync {
-            obj: ObjectRef::clone(&obj),
-            state: Some(Box::new(next)),
-        });
-    }
-    spawn_scan(obj, buf, &meta, ctx);
+    let chunks = ChunkCursor::new(cs, st.context_len);
+    emit_file_chunk(shared, obj, file, size, chunks, buf, read.done, ctx);
     note
 }
 
@@ -165,7 +155,7 @@ fn next_file_chunk(
     mut buf: PooledBuf,
     file: std::fs::File,
     size: u64,
-    mut chunks: ChunkCursor,
+    chunks: ChunkCursor,
     ctx: &mut Ctx,
 ) -> Option<Note> {
     let st = &shared.settings;
@@ -189,8 +179,25 @@ fn next_file_chunk(
         return note;
     }
     buf.set_len(read.len);
-    let meta = chunks.advance(&buf, read.done);
-    if read.done {
+    emit_file_chunk(shared, obj, file, size, chunks, buf, read.done, ctx);
+    note
+}
+
+/// A chunk of a file is in `buf`: end the object if this was the last one,
+/// else queue the FetchSync for the next, then hand the chunk to a Scan.
+#[allow(clippy::too_many_arguments)]
+fn emit_file_chunk(
+    shared: &Shared,
+    obj: ObjectRef,
+    file: std::fs::File,
+    size: u64,
+    mut chunks: ChunkCursor,
+    buf: PooledBuf,
+    done: bool,
+    ctx: &mut Ctx,
+) {
+    let meta = chunks.advance(&buf, done);
+    if done {
         finished(shared, &obj, ObjectEnd::Scanned);
     } else {
         let next = FetchState::File { file, size, chunks };
@@ -200,7 +207,6 @@ fn next_file_chunk(
         });
     }
     spawn_scan(obj, buf, &meta, ctx);
-    note
 }
 
 /// Streams the next chunk of an archive member: the carried overlap, then
