@@ -137,41 +137,9 @@ impl CbConfig {
     }
 }
 
-/// xorshift64 for victim selection (seed 000 uses the same generator).
-#[derive(Clone, Debug)]
-pub struct XorShift64 {
-    state: u64,
-}
-
-impl XorShift64 {
-    /// A generator; a zero seed is replaced (xorshift has no zero state).
-    pub fn new(seed: u64) -> Self {
-        Self {
-            state: if seed == 0 {
-                0x9e37_79b9_7f4a_7c15
-            } else {
-                seed
-            },
-        }
-    }
-
-    /// The next value.
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.state;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.state = x;
-        x
-    }
-
-    /// A value in `0..n` (`n > 0`).
-    #[inline]
-    pub fn next_usize(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-}
+/// xorshift64 for victim selection (seed 000 uses the same generator):
+/// magpie-core's, so both executors pay the same for a victim pick.
+pub use magpie_core::rng::XorShift64;
 
 /// Where a worker found the task it ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
