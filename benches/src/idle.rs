@@ -6,7 +6,7 @@ use std::io;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::async_workloads::{AsyncRuntime, Countdown, TokioRt};
+use crate::async_workloads::{AsyncRuntime, Countdown};
 use crate::cb_executor::{CbConfig, CbExecutor, CbWorkerCtx};
 use crate::proc_stats::{cpu_time_schedstat, cpu_time_stat};
 
@@ -71,19 +71,6 @@ pub fn idle_cb(workers: usize, window: Duration) -> io::Result<IdleCpu> {
     idle
 }
 
-/// tokio's multi-thread runtime with `workers` workers, idle.
-pub fn idle_tokio(workers: usize, window: Duration) -> io::Result<IdleCpu> {
-    let rt = TokioRt::with_workers(workers);
-    let done = Countdown::new(BURST);
-    for _ in 0..BURST {
-        let d = done.clone();
-        drop(rt.spawn(async move { d.count_down() }));
-    }
-    done.wait();
-    thread::sleep(SETTLE);
-    measure_window(window)
-}
-
 /// magpie's typed executor with `workers` workers, idle after a burst.
 pub fn idle_magpie(workers: usize, window: Duration) -> io::Result<IdleCpu> {
     let done = Countdown::new(BURST);
@@ -107,9 +94,10 @@ pub fn idle_magpie(workers: usize, window: Duration) -> io::Result<IdleCpu> {
     idle
 }
 
-/// magpie's async runtime with `workers` workers, idle after a burst.
-pub fn idle_magpie_rt(workers: usize, window: Duration) -> io::Result<IdleCpu> {
-    let rt = crate::async_workloads::MagpieRt::with_workers(workers);
+/// An async runtime (`TokioRt`, `MagpieRt`) with `workers` workers, idle
+/// after a burst.
+pub fn idle_async<R: AsyncRuntime>(workers: usize, window: Duration) -> io::Result<IdleCpu> {
+    let rt = R::with_workers(workers);
     let done = Countdown::new(BURST);
     for _ in 0..BURST {
         let d = done.clone();

@@ -10,7 +10,8 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use magpie_benches::idle::{idle_cb, idle_magpie, idle_magpie_rt, idle_tokio};
+use magpie_benches::async_workloads::{MagpieRt, TokioRt};
+use magpie_benches::idle::{idle_async, idle_cb, idle_magpie};
 
 const WORKERS: usize = 2;
 
@@ -37,9 +38,9 @@ fn main() -> ExitCode {
     let window = Duration::from_secs_f64(secs);
     let result = match executor.as_deref() {
         Some("cb") => idle_cb(WORKERS, window),
-        Some("tokio") => idle_tokio(WORKERS, window),
+        Some("tokio") => idle_async::<TokioRt>(WORKERS, window),
         Some("magpie") => idle_magpie(WORKERS, window),
-        Some("magpie-rt") => idle_magpie_rt(WORKERS, window),
+        Some("magpie-rt") => idle_async::<MagpieRt>(WORKERS, window),
         _ => {
             eprintln!("usage: idle_cpu --executor cb|tokio|magpie|magpie-rt [--secs N]");
             return ExitCode::from(2);
