@@ -18,8 +18,8 @@ use magpie_benches::report::{
 use magpie_benches::tally::Tally;
 use magpie_benches::typed::{
     run_sequential, time_inject_batched, time_inject_single, time_sequential, time_tree,
-    BinaryTree, CbPool, MagpiePool, MagpieStealableLifoPool, RayonPeer, Sink, TokioTreePeer, Uts,
-    INJECT_BATCH, INJECT_TASKS, TREE_EMPTY_DEPTH, TREE_WORK_DEPTH, WORKERS,
+    BinaryTree, CbPool, MagpiePool, MagpieRingPool, MagpieStealableLifoPool, RayonPeer, Sink,
+    TokioTreePeer, Uts, INJECT_BATCH, INJECT_TASKS, TREE_EMPTY_DEPTH, TREE_WORK_DEPTH, WORKERS,
 };
 use magpie_benches::work::calibration;
 
@@ -148,6 +148,10 @@ fn tree_peers<W: magpie_benches::typed::Workload>(
         "magpie_stealable_lifo",
         Box::new(move || time_tree::<MagpieStealableLifoPool<W>, W>(WORKERS, w, roots)),
     ));
+    peers.push((
+        "magpie_ring",
+        Box::new(move || time_tree::<MagpieRingPool<W>, W>(WORKERS, w, roots)),
+    ));
     peers.push(("rayon_scope", Box::new(move || rayon.scope_tree(w, roots))));
     peers.push(("rayon_join", Box::new(move || rayon.join_tree(w, roots))));
     peers.push(("tokio", Box::new(move || tokio.spawn_tree(w, roots))));
@@ -204,6 +208,10 @@ fn main() {
                 "magpie",
                 Box::new(|| time_inject_single::<MagpiePool<Sink>>(WORKERS, INJECT_TASKS)),
             ),
+            (
+                "magpie_ring",
+                Box::new(|| time_inject_single::<MagpieRingPool<Sink>>(WORKERS, INJECT_TASKS)),
+            ),
         ],
     );
     run_group(
@@ -222,6 +230,12 @@ fn main() {
                 "magpie",
                 Box::new(|| {
                     time_inject_batched::<MagpiePool<Sink>>(WORKERS, INJECT_TASKS, INJECT_BATCH)
+                }),
+            ),
+            (
+                "magpie_ring",
+                Box::new(|| {
+                    time_inject_batched::<MagpieRingPool<Sink>>(WORKERS, INJECT_TASKS, INJECT_BATCH)
                 }),
             ),
         ],

@@ -349,31 +349,43 @@ impl<T: Send + 'static> SpawnCtx<T> for magpie_runtime::WorkerCtx<T, TallyScratc
     }
 }
 
-/// magpie's typed executor as a [`TypedPool`]. `STEALABLE_LIFO` picks the
-/// LIFO slot's mode: `false` is the default executor, `true` the variant kept
-/// for the measurement that chose the default.
-pub struct MagpiePool<W: Workload, const STEALABLE_LIFO: bool = false> {
+/// magpie's typed executor as a [`TypedPool`]. `VARIANT` picks the
+/// scheduler's modes: [`MAGPIE_DEFAULT`] is the default executor, the others
+/// are kept for the measurements that chose the defaults (docs/benchmarks.md,
+/// "LIFO slot" and "Split local queue").
+pub struct MagpiePool<W: Workload, const VARIANT: u8 = MAGPIE_DEFAULT> {
     ex: magpie_runtime::Executor<W::Task>,
     sink: Arc<TallySink>,
 }
 
-impl<W: Workload, const STEALABLE_LIFO: bool> fmt::Debug for MagpiePool<W, STEALABLE_LIFO> {
+/// [`MagpiePool`] variant: the default executor (owner-only LIFO slot, split
+/// local queue).
+pub const MAGPIE_DEFAULT: u8 = 0;
+/// [`MagpiePool`] variant: the LIFO slot stealable.
+pub const MAGPIE_STEALABLE_LIFO: u8 = 1;
+/// [`MagpiePool`] variant: every evicted task goes to the ring (the async
+/// runtime's local queue, and the typed executor's before the split queue).
+pub const MAGPIE_RING: u8 = 2;
+
+impl<W: Workload, const VARIANT: u8> fmt::Debug for MagpiePool<W, VARIANT> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MagpiePool")
             .field("ex", &self.ex)
-            .field("stealable_lifo", &STEALABLE_LIFO)
+            .field("variant", &VARIANT)
             .finish_non_exhaustive()
     }
 }
 
 /// [`MagpiePool`] with the stealable LIFO slot.
-pub type MagpieStealableLifoPool<W> = MagpiePool<W, true>;
+pub type MagpieStealableLifoPool<W> = MagpiePool<W, MAGPIE_STEALABLE_LIFO>;
+/// [`MagpiePool`] with the ring-only local queue.
+pub type MagpieRingPool<W> = MagpiePool<W, MAGPIE_RING>;
 
-impl<W: Workload, const STEALABLE_LIFO: bool> TypedPool<W> for MagpiePool<W, STEALABLE_LIFO> {
-    const NAME: &'static str = if STEALABLE_LIFO {
-        "magpie_stealable_lifo"
-    } else {
-        "magpie"
+impl<W: Workload, const VARIANT: u8> TypedPool<W> for MagpiePool<W, VARIANT> {
+    const NAME: &'static str = match VARIANT {
+        MAGPIE_STEALABLE_LIFO => "magpie_stealable_lifo",
+        MAGPIE_RING => "magpie_ring",
+        _ => "magpie",
     };
 
     fn start(workers: usize, workload: W) -> Self {
@@ -384,14 +396,20 @@ impl<W: Workload, const STEALABLE_LIFO: bool> TypedPool<W> for MagpiePool<W, STE
             pin_threads: false,
             ..magpie_runtime::ExecutorConfig::default()
         };
-        let mode = if STEALABLE_LIFO {
+        let lifo_mode = if VARIANT == MAGPIE_STEALABLE_LIFO {
             magpie_runtime::LifoMode::Stealable
         } else {
             magpie_runtime::LifoMode::Owner
         };
-        let ex = magpie_runtime::Executor::with_lifo_mode(
+        let local_mode = if VARIANT == MAGPIE_RING {
+            magpie_runtime::LocalMode::Ring
+        } else {
+            magpie_runtime::LocalMode::Split
+        };
+        let ex = magpie_runtime::Executor::with_modes(
             cfg,
-            mode,
+            lifo_mode,
+            local_mode,
             move |_| TallyScratch::new(for_workers.clone()),
             move |t: W::Task, ctx: &mut magpie_runtime::WorkerCtx<W::Task, TallyScratch>| {
                 workload.run(t, ctx)

@@ -18,7 +18,9 @@ use magpie_core::sync::{hint, thread, Arc};
 use crate::config::ExecutorConfig;
 use crate::metrics::{MetricsSnapshot, WorkerMetrics};
 use crate::sched::tiered::{IdleAction, TieredIdle};
-use crate::sched::{self, Core, LifoMode, NoopTrace, ParkPrep, Parts, Shared, Step, Worker};
+use crate::sched::{
+    self, Core, LifoMode, LocalMode, NoopTrace, ParkPrep, Parts, Shared, Step, Worker,
+};
 use crate::worker_id;
 
 /// A pool of worker threads running tasks of type `T` with one runner.
@@ -154,15 +156,17 @@ impl<T: Send + 'static> Executor<T> {
         I: Fn(usize) -> S + Send + Sync + 'static,
         R: Fn(T, &mut WorkerCtx<T, S>) + Send + Sync + 'static,
     {
-        Self::with_lifo_mode(cfg, LifoMode::Owner, scratch_init, runner)
+        Self::with_modes(cfg, LifoMode::Owner, LocalMode::Split, scratch_init, runner)
     }
 
-    /// [`Executor::new`] with the LIFO slot's mode chosen. Only the benchmark
-    /// that decided the default needs this (docs/benchmarks.md, "LIFO slot").
+    /// [`Executor::new`] with the LIFO slot's mode and the local queue's mode
+    /// chosen. Only the benchmarks that decided the defaults need this
+    /// (docs/benchmarks.md, "LIFO slot" and "Split local queue").
     #[doc(hidden)]
-    pub fn with_lifo_mode<S, I, R>(
+    pub fn with_modes<S, I, R>(
         cfg: ExecutorConfig,
         lifo_mode: LifoMode,
+        local_mode: LocalMode,
         scratch_init: I,
         runner: R,
     ) -> Self
@@ -172,7 +176,7 @@ impl<T: Send + 'static> Executor<T> {
         R: Fn(T, &mut WorkerCtx<T, S>) + Send + Sync + 'static,
     {
         let workers = cfg.workers.max(1);
-        let (shared, owned) = Shared::new(workers, cfg.steal_tries, lifo_mode);
+        let (shared, owned) = Shared::new(workers, cfg.steal_tries, lifo_mode, local_mode);
         let shared = Arc::new(shared);
         let scratch_init = Arc::new(scratch_init);
         let runner = Arc::new(runner);

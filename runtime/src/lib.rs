@@ -32,5 +32,5 @@ pub use rt::{
     shield, spawn, yield_now, AbortHandle, Builder, Handle, JoinError, JoinHandle, Runtime, Shield,
     TaskId, YieldNow,
 };
-pub use sched::{LifoMode, SchedEvent, Source};
+pub use sched::{LifoMode, LocalMode, SchedEvent, Source};
 pub use worker_id::current_worker_id;

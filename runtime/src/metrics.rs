@@ -11,7 +11,8 @@ use std::fmt;
 pub struct WorkerMetrics {
     /// Tasks run from the worker's LIFO slot.
     pub tasks_lifo: u64,
-    /// Tasks run from the worker's local ring.
+    /// Tasks run from the worker's local queue: its ring, or in the split
+    /// mode its private stack too.
     pub tasks_local: u64,
     /// Tasks run straight from the global inject queue (the first of a batch).
     pub tasks_global: u64,
@@ -31,6 +32,14 @@ pub struct WorkerMetrics {
     pub overflows: u64,
     /// Tasks moved to the global queue by overflows.
     pub overflow_tasks: u64,
+    /// Split local queue: requests this worker raised on a victim whose ring
+    /// it found empty.
+    pub share_requests: u64,
+    /// Split local queue: requests this worker answered by moving tasks from
+    /// its private stack (or LIFO slot) into its ring.
+    pub shares: u64,
+    /// Tasks those answers moved.
+    pub tasks_shared: u64,
     /// Times the worker parked.
     pub parks: u64,
     /// Parked workers this worker woke (notifications that found a sleeper).
@@ -65,6 +74,9 @@ impl WorkerMetrics {
             global_tasks,
             overflows,
             overflow_tasks,
+            share_requests,
+            shares,
+            tasks_shared,
             parks,
             unparks,
             spurious_wakeups,
@@ -83,6 +95,9 @@ impl WorkerMetrics {
         self.global_tasks += global_tasks;
         self.overflows += overflows;
         self.overflow_tasks += overflow_tasks;
+        self.share_requests += share_requests;
+        self.shares += shares;
+        self.tasks_shared += tasks_shared;
         self.parks += parks;
         self.unparks += unparks;
         self.spurious_wakeups += spurious_wakeups;
@@ -137,6 +152,11 @@ impl fmt::Display for MetricsSnapshot {
             f,
             "global: {} batches, {} tasks; overflows: {} ({} tasks)",
             t.global_batches, t.global_tasks, t.overflows, t.overflow_tasks
+        )?;
+        writeln!(
+            f,
+            "shares: {} requested, {} answered, {} tasks moved",
+            t.share_requests, t.shares, t.tasks_shared
         )?;
         writeln!(
             f,

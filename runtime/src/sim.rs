@@ -25,7 +25,9 @@ use magpie_core::sync::Arc;
 
 use crate::executor::WorkerCtx;
 use crate::metrics::{MetricsSnapshot, WorkerMetrics};
-use crate::sched::{self, Core, LifoMode, ParkPrep, SchedEvent, Shared, Step, TraceHooks};
+use crate::sched::{
+    self, Core, LifoMode, LocalMode, ParkPrep, SchedEvent, Shared, Step, TraceHooks,
+};
 
 /// One thing that happens from outside the workers, in script order.
 #[derive(Debug)]
@@ -56,6 +58,8 @@ pub struct SimConfig {
     pub max_steps: u64,
     /// Which LIFO slot the workers use.
     pub lifo_mode: LifoMode,
+    /// Which local queue the workers use.
+    pub local_mode: LocalMode,
 }
 
 impl Default for SimConfig {
@@ -67,6 +71,7 @@ impl Default for SimConfig {
             park_timeouts: false,
             max_steps: 1_000_000,
             lifo_mode: LifoMode::Owner,
+            local_mode: LocalMode::Split,
         }
     }
 }
@@ -175,7 +180,7 @@ where
     R: Fn(T, &mut WorkerCtx<T, ()>),
 {
     let workers = cfg.workers.max(1);
-    let (shared, owned) = Shared::new(workers, cfg.steal_tries, cfg.lifo_mode);
+    let (shared, owned) = Shared::new(workers, cfg.steal_tries, cfg.lifo_mode, cfg.local_mode);
     let shared = Arc::new(shared);
     let mut rng = XorShift64::new(cfg.seed);
     let mut ctxs: Vec<WorkerCtx<T, ()>> = owned

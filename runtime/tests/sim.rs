@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use magpie_core::rng::XorShift64;
 use magpie_runtime::sim::{simulate, ExternalAction, SimConfig, SimOutcome, SimReport};
-use magpie_runtime::{LifoMode, WorkerCtx};
+use magpie_runtime::{LifoMode, LocalMode, WorkerCtx};
 
 /// A task: its id and how many more generations it spawns.
 #[derive(Clone, Copy, Debug)]
@@ -73,6 +73,11 @@ fn scenario(seed: u64) -> Scenario {
                 LifoMode::Owner
             } else {
                 LifoMode::Stealable
+            },
+            local_mode: if (seed / 2) % 2 == 0 {
+                LocalMode::Split
+            } else {
+                LocalMode::Ring
             },
         },
         script,
@@ -187,10 +192,75 @@ fn same_seed_gives_the_same_trace() {
 fn ten_thousand_seeds_run_every_task_exactly_once_and_terminate() {
     const SEEDS: u64 = if cfg!(miri) { 20 } else { 10_000 };
     let mut steps = 0;
+    let (mut split_shares, mut ring_requests) = (0, 0);
     for seed in 0..SEEDS {
-        steps += check(seed).steps;
+        let report = check(seed);
+        steps += report.steps;
+        match scenario(seed).cfg.local_mode {
+            LocalMode::Split => split_shares += report.metrics.total.shares,
+            LocalMode::Ring => ring_requests += report.metrics.total.share_requests,
+        }
     }
     assert!(steps > SEEDS, "the simulator did real work");
+    if !cfg!(miri) {
+        assert!(
+            split_shares > 0,
+            "the property run reached the split queue's share path"
+        );
+    }
+    assert_eq!(ring_requests, 0, "the ring mode never asks for shares");
+}
+
+#[test]
+fn split_queue_shares_a_spawn_tree_with_idle_workers() {
+    // A binary tree of local spawns from one root: it grows on one worker's
+    // private stack, so the others can get work only by asking for it.
+    const DEPTH: u8 = 9;
+    for seed in 0..50u64 {
+        let cfg = SimConfig {
+            workers: 3,
+            seed,
+            local_mode: LocalMode::Split,
+            ..SimConfig::default()
+        };
+        let runs = Rc::new(Cell::new(0u32));
+        let r = runs.clone();
+        let report = simulate(
+            cfg,
+            vec![
+                ExternalAction::Spawn(Task {
+                    id: 0,
+                    depth: DEPTH,
+                }),
+                ExternalAction::Join,
+            ],
+            move |task: Task, ctx: &mut WorkerCtx<Task, ()>| {
+                r.set(r.get() + 1);
+                if task.depth > 0 {
+                    for _ in 0..2 {
+                        ctx.spawn_local(Task {
+                            id: 0,
+                            depth: task.depth - 1,
+                        });
+                    }
+                }
+            },
+        );
+        assert_eq!(
+            report.outcome,
+            SimOutcome::Terminated,
+            "seed {seed}: {report}"
+        );
+        assert_eq!(runs.get(), (1 << (DEPTH + 1)) - 1, "seed {seed}");
+        let m = &report.metrics;
+        assert!(m.total.shares > 0, "seed {seed}: no share\n{m}");
+        assert_eq!(
+            m.total.overflows, 0,
+            "seed {seed}: the ring overflowed\n{m}"
+        );
+        let busy = m.per_worker.iter().filter(|w| w.tasks_run() > 0).count();
+        assert!(busy >= 2, "seed {seed}: one worker ran the whole tree\n{m}");
+    }
 }
 
 #[test]

@@ -478,6 +478,17 @@ impl Idle {
     pub fn num_parked(&self) -> usize {
         Snapshot(self.state.load(Ordering::Relaxed)).parked()
     }
+
+    /// Whether [`Idle::unpark_one`] would wake somebody now, by a plain load:
+    /// nobody searching and somebody parked. A snapshot that may be stale, so
+    /// it is no substitute for `unpark_one` after making work visible (that
+    /// needs the read-modify-write, step N1). It serves hints: a worker
+    /// hoarding private work checks it before paying for the RMW.
+    #[inline]
+    pub fn would_unpark(&self) -> bool {
+        let s = Snapshot(self.state.load(Ordering::Relaxed));
+        s.searching() == 0 && s.parked() > 0
+    }
 }
 
 impl fmt::Debug for Idle {

@@ -4,11 +4,11 @@
 //! overflows, and hands tasks out in fair-share batches (`README.md`,
 //! "Inject queue", steps I1-I4).
 
-use std::collections::VecDeque;
+use std::collections::{vec_deque, VecDeque};
 
 use core::fmt;
 
-use super::{Local, MAX_GLOBAL_BATCH};
+use super::{Local, LOCAL_QUEUE_CAPACITY, MAX_GLOBAL_BATCH};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::{Mutex, MutexGuard};
 
@@ -113,6 +113,33 @@ impl<T: Send> Inject<T> {
     /// gate needs the exact count; `dst.len()` before and after cannot give it
     /// while thieves take from `dst`.
     pub fn pop_batch_into_counted(&self, dst: &mut Local<T>, workers: usize) -> Option<(T, usize)> {
+        // `dst.remaining_slots()` only grows while we hold `&mut dst` (a thief
+        // can only free slots), so `push_back`'s room check cannot fail.
+        let room = dst.remaining_slots();
+        self.pop_fair_share(workers, room, |batch| dst.push_back(batch))
+    }
+
+    /// The fair-share fetch for a private LIFO stack (the runtime's split
+    /// local queue): as [`pop_batch_into_counted`](Self::pop_batch_into_counted),
+    /// with the room counted as for a ring of the same capacity:
+    /// `LOCAL_QUEUE_CAPACITY - dst.len()`, so a worker that looks at the
+    /// global queue often cannot pull all of it into a stack thieves cannot
+    /// see. The rest of the batch is pushed onto `dst` newest first, so that
+    /// popping `dst` from its end takes them oldest first.
+    pub fn pop_batch_onto_stack(&self, dst: &mut Vec<T>, workers: usize) -> Option<(T, usize)> {
+        let room = LOCAL_QUEUE_CAPACITY.saturating_sub(dst.len());
+        self.pop_fair_share(workers, room, |batch| dst.extend(batch.rev()))
+    }
+
+    /// I2-I4 for any destination with `room` free places: `put` receives the
+    /// batch minus its oldest task, which is returned with the batch's size.
+    #[inline]
+    fn pop_fair_share(
+        &self,
+        workers: usize,
+        room: usize,
+        put: impl FnOnce(vec_deque::Drain<'_, T>),
+    ) -> Option<(T, usize)> {
         // I2: skip the lock when the queue looks empty. A task pushed after
         // this load is found by the caller's next look (the runtime re-checks
         // after its pre-park fence).
@@ -132,12 +159,12 @@ impl<T: Send> Inject<T> {
             return None;
         }
         let n = (len / workers.max(1) + 1)
-            .min(dst.remaining_slots() + 1)
+            .min(room.saturating_add(1))
             .min(MAX_GLOBAL_BATCH)
             .min(len);
         // I4: the oldest task is returned; the next n - 1 go to dst.
         let first = queue.pop_front()?;
-        dst.push_back(queue.drain(..n - 1));
+        put(queue.drain(..n - 1));
         self.set_len(&queue);
         Some((first, n - 1))
     }
@@ -271,6 +298,36 @@ mod tests {
         assert_eq!(inject.pop_batch_into(&mut dst, 0), Some(0));
         assert!(dst.is_empty());
         assert_eq!(inject.pop_batch_into(&mut dst, 0), None);
+    }
+
+    #[test]
+    fn pop_batch_onto_stack_stacks_the_batch_to_pop_oldest_first() {
+        let inject = filled(1000);
+        let mut stack = vec![7777];
+        // 1000 / 2 + 1 = 501, capped at MAX_GLOBAL_BATCH.
+        assert_eq!(
+            inject.pop_batch_onto_stack(&mut stack, 2),
+            Some((0, MAX_GLOBAL_BATCH - 1))
+        );
+        assert_eq!(stack.len(), MAX_GLOBAL_BATCH);
+        assert_eq!(inject.len(), 1000 - MAX_GLOBAL_BATCH);
+        let popped: Vec<u32> = core::iter::from_fn(|| stack.pop()).collect();
+        let mut expected: Vec<u32> = (1..MAX_GLOBAL_BATCH as u32).collect();
+        expected.push(7777);
+        assert_eq!(popped, expected, "oldest first, then what was there before");
+        // Room is counted as for a ring of LOCAL_QUEUE_CAPACITY.
+        let mut stack: Vec<u32> = (0..LOCAL_QUEUE_CAPACITY as u32 - 5).collect();
+        let inject = filled(1000);
+        assert_eq!(inject.pop_batch_onto_stack(&mut stack, 1), Some((0, 5)));
+        assert_eq!(inject.pop_batch_onto_stack(&mut stack, 1), Some((6, 0)));
+        // Fair share of a short queue, and the last task.
+        let mut stack = Vec::new();
+        let inject = filled(9);
+        assert_eq!(inject.pop_batch_onto_stack(&mut stack, 4), Some((0, 2)));
+        assert_eq!(stack, vec![2, 1]);
+        let inject = filled(1);
+        assert_eq!(inject.pop_batch_onto_stack(&mut stack, 0), Some((0, 0)));
+        assert_eq!(inject.pop_batch_onto_stack(&mut stack, 0), None);
     }
 
     #[test]

@@ -27,7 +27,9 @@ use std::thread;
 use crate::config::DEFAULT_SEED;
 use crate::metrics::{MetricsSnapshot, WorkerMetrics};
 use crate::sched::tiered::{IdleAction, TieredIdle};
-use crate::sched::{self, Core, Found, LifoMode, NoopTrace, ParkPrep, Parts, Shared, Worker};
+use crate::sched::{
+    self, Core, Found, LifoMode, LocalMode, NoopTrace, ParkPrep, Parts, Shared, Worker,
+};
 use crate::time::{self, Driver};
 use crate::worker_id;
 
@@ -150,7 +152,8 @@ impl Runtime {
 
     fn start(b: Builder) -> io::Result<Runtime> {
         let workers = b.workers;
-        let (sched, owned_parts) = Shared::new(workers, b.steal_tries, LifoMode::Owner);
+        let (sched, owned_parts) =
+            Shared::new(workers, b.steal_tries, LifoMode::Owner, LocalMode::Ring);
         let driver = if b.start_paused {
             Driver::new_paused()
         } else {

@@ -132,6 +132,28 @@ pub enum LifoMode {
     Stealable,
 }
 
+/// Where a worker keeps the tasks it spawns for itself.
+///
+/// magpie measured both on the typed workloads (docs/benchmarks.md, "Split
+/// local queue"). The typed executor uses [`LocalMode::Split`]; the async
+/// runtime uses [`LocalMode::Ring`], whose FIFO order is what makes a woken
+/// or yielding future fair to the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LocalMode {
+    /// Every task the LIFO slot evicts goes to the ring, which the owner pops
+    /// FIFO and thieves steal from (tokio's design).
+    Ring,
+    /// The local queue has a private part and a public part. Evicted tasks go
+    /// to a private stack the owner pops LIFO with no atomic operation; the
+    /// ring is the public part, filled on request: a thief that finds a
+    /// victim's ring empty raises the victim's `wants_work` flag, and the
+    /// victim, at its next tick, moves the oldest half of its stack into its
+    /// ring. A spawn tree is then explored depth first (the stack stays as
+    /// deep as the tree, the ring never overflows), and thieves get the
+    /// oldest, largest subtrees (README.md, "The split local queue").
+    Split,
+}
+
 /// State every worker shares, one per executor.
 pub(crate) struct Shared<T> {
     pub(crate) inject: Inject<T>,
@@ -144,6 +166,7 @@ pub(crate) struct Shared<T> {
     pub(crate) workers: usize,
     pub(crate) steal_tries: u32,
     pub(crate) lifo_mode: LifoMode,
+    pub(crate) local_mode: LocalMode,
     panic: Mutex<Option<Box<dyn Any + Send + 'static>>>,
 }
 
@@ -152,6 +175,12 @@ pub(crate) struct Remote<T> {
     pub(crate) steal: Steal<T>,
     pub(crate) lifo: LifoSlot<T>,
     pub(crate) unparker: Unparker,
+    /// [`LocalMode::Split`]: raised by a thief that found this worker's ring
+    /// empty; the owner answers at its next tick by moving half of its
+    /// private stack into the ring. A hint: the tasks themselves travel
+    /// through the ring's Release/Acquire, and a request lost or answered
+    /// late only delays a thief (the owner runs every task it keeps).
+    pub(crate) wants_work: AtomicBool,
 }
 
 impl<T: Send + 'static> Shared<T> {
@@ -160,6 +189,7 @@ impl<T: Send + 'static> Shared<T> {
         workers: usize,
         steal_tries: u32,
         lifo_mode: LifoMode,
+        local_mode: LocalMode,
     ) -> (Self, Vec<(Local<T>, Parker)>) {
         assert!(workers >= 1, "an executor needs at least one worker");
         let mut owned = Vec::with_capacity(workers);
@@ -171,6 +201,7 @@ impl<T: Send + 'static> Shared<T> {
                 steal,
                 lifo: LifoSlot::new(),
                 unparker: parker.unparker(),
+                wants_work: AtomicBool::new(false),
             }));
             owned.push((local, parker));
         }
@@ -183,6 +214,7 @@ impl<T: Send + 'static> Shared<T> {
             workers,
             steal_tries: steal_tries.max(1),
             lifo_mode,
+            local_mode,
             panic: Mutex::new(None),
         };
         (shared, owned)
@@ -256,6 +288,9 @@ pub(crate) struct Core<T> {
     has_token: bool,
     /// The LIFO slot in [`LifoMode::Owner`].
     lifo: Option<T>,
+    /// The private part of the local queue in [`LocalMode::Split`], popped
+    /// from the end (newest first); the oldest tasks are at the front.
+    stack: Vec<T>,
     /// Set while parking in [`LifoMode::Owner`] (the stealable slot keeps its
     /// own flag): a task scheduled on this thread meanwhile goes to the ring.
     transitioning_to_park: bool,
@@ -281,6 +316,7 @@ impl<T: Send + 'static> Core<T> {
             is_searching: false,
             has_token: false,
             lifo: None,
+            stack: Vec::new(),
             transitioning_to_park: false,
             lifo_polls: 0,
             global_countdown: INITIAL_GLOBAL_INTERVAL,
@@ -364,6 +400,16 @@ impl<T: Send + 'static> Parts<'_, T> {
     /// then the LIFO slot (capped), the ring, and a global batch fetch.
     #[inline]
     fn next_task(&mut self) -> Option<(T, Source)> {
+        // The stack is checked first: a worker with nothing private never
+        // reads the flag, and one that has nothing to give leaves it raised
+        // (clearing it would only invite the thief to write it again).
+        if !self.core.stack.is_empty()
+            && self.shared.remotes[self.core.id]
+                .wants_work
+                .load(Ordering::Relaxed)
+        {
+            self.share();
+        }
         let core = &mut *self.core;
         core.global_countdown -= 1;
         if core.global_countdown == 0 {
@@ -378,6 +424,10 @@ impl<T: Send + 'static> Parts<'_, T> {
                 return Some((task, Source::Lifo));
             }
         }
+        if let Some(task) = self.core.stack.pop() {
+            self.core.lifo_polls = 0;
+            return Some((task, Source::Local));
+        }
         if let Some(task) = self.core.local.pop() {
             self.core.lifo_polls = 0;
             return Some((task, Source::Local));
@@ -390,6 +440,46 @@ impl<T: Send + 'static> Parts<'_, T> {
         self.pop_global().map(|task| (task, Source::Global))
     }
 
+    /// Answers a thief's request ([`LocalMode::Split`]): the oldest half of
+    /// the private stack (rounded down) moves into the ring, as many as fit.
+    /// Then a parked worker is woken if nobody is searching, as for any new
+    /// visible work.
+    #[cold]
+    fn share(&mut self) {
+        let shared = self.shared;
+        let core = &mut *self.core;
+        let n = (core.stack.len() / 2).min(core.local.remaining_slots());
+        if n == 0 {
+            // One task (which we are about to run) or a full ring (the thief
+            // can steal from it as it is): nothing to give yet; the request
+            // stays raised.
+            return;
+        }
+        // Relaxed: a hint (see `Remote::wants_work`). Cleared before the
+        // tasks move, so a request raised meanwhile is answered later.
+        shared.remotes[core.id]
+            .wants_work
+            .store(false, Ordering::Relaxed);
+        core.local.push_back(core.stack.drain(..n));
+        self.metrics.shares += 1;
+        self.metrics.tasks_shared += n as u64;
+        // A hint check first: the shared tasks are still ours and we are
+        // awake, so a stale "nobody to wake" costs parallelism, never a task.
+        if shared.idle.would_unpark() && shared.notify_parked().is_some() {
+            self.metrics.unparks += 1;
+        }
+    }
+
+    /// A task the LIFO slot pushed out: to the private stack in
+    /// [`LocalMode::Split`], else to the ring.
+    #[inline]
+    fn evict(&mut self, task: T) {
+        match self.shared.local_mode {
+            LocalMode::Split => self.core.stack.push(task),
+            LocalMode::Ring => self.push_local(task),
+        }
+    }
+
     #[inline(always)]
     fn lifo_take(&mut self) -> Option<T> {
         match self.shared.lifo_mode {
@@ -399,15 +489,21 @@ impl<T: Send + 'static> Parts<'_, T> {
     }
 
     /// A fair-share batch from the global queue: one task to run, the rest
-    /// into the ring. The batch's counts move from the gate to our token.
+    /// into the ring (or, in [`LocalMode::Split`], onto the private stack,
+    /// oldest on top). The batch's counts move from the gate to our token.
     fn pop_global(&mut self) -> Option<T> {
         let shared = self.shared;
         if shared.inject.is_empty() {
             return None;
         }
-        let (task, moved) = shared
-            .inject
-            .pop_batch_into_counted(&mut self.core.local, shared.workers)?;
+        let (task, moved) = match shared.local_mode {
+            LocalMode::Ring => shared
+                .inject
+                .pop_batch_into_counted(&mut self.core.local, shared.workers)?,
+            LocalMode::Split => shared
+                .inject
+                .pop_batch_onto_stack(&mut self.core.stack, shared.workers)?,
+        };
         let taken = moved + 1;
         self.core.lifo_polls = 0;
         // A full batch means a backlog: look again soon (after the minimum
@@ -458,6 +554,15 @@ impl<T: Send + 'static> Parts<'_, T> {
                     self.metrics.tasks_stolen += moved as u64 + 1;
                     self.core.lifo_polls = 0;
                     return Some((task, Source::Steal { victim }));
+                }
+                // Relaxed, and a load first: a hint, and a searcher that
+                // keeps finding nothing should not keep writing the victim's
+                // cache line.
+                if shared.local_mode == LocalMode::Split
+                    && !remote.wants_work.load(Ordering::Relaxed)
+                {
+                    remote.wants_work.store(true, Ordering::Relaxed);
+                    self.metrics.share_requests += 1;
                 }
                 if shared.lifo_mode == LifoMode::Owner {
                     continue;
@@ -537,12 +642,12 @@ impl<T: Send + 'static> Parts<'_, T> {
                 if self.core.transitioning_to_park {
                     self.push_local(task);
                 } else if let Some(evicted) = self.core.lifo.replace(task) {
-                    self.push_local(evicted);
+                    self.evict(evicted);
                 }
             }
             LifoMode::Stealable => match self.shared.remotes[self.core.id].lifo.push(task) {
                 Ok(None) => {}
-                Ok(Some(evicted)) => self.push_local(evicted),
+                Ok(Some(evicted)) => self.evict(evicted),
                 // Refused while parking: the ring takes it.
                 Err(task) => self.push_local(task),
             },
@@ -552,6 +657,13 @@ impl<T: Send + 'static> Parts<'_, T> {
     #[cold]
     fn wake_on_hoard(&mut self) {
         self.core.spawns_since_wake = 0;
+        // A hint, not a publication: the hoarded tasks stay with this awake
+        // worker, so a stale "nobody to wake" only delays help until the
+        // next hoard check. The load keeps two busy workers from trading
+        // the idle word's cache line every 32 spawns.
+        if !self.shared.idle.would_unpark() {
+            return;
+        }
         if self.shared.notify_parked().is_some() {
             self.metrics.wake_on_hoard += 1;
             self.metrics.unparks += 1;
@@ -691,8 +803,8 @@ pub(crate) fn prepare_park<W: Worker, Tr: TraceHooks>(worker: &mut W, trace: &mu
         return ParkPrep::Resume;
     }
     debug_assert!(
-        core.local.is_empty(),
-        "a worker parks only with an empty ring"
+        core.local.is_empty() && core.stack.is_empty(),
+        "a worker parks only with an empty ring and an empty private stack"
     );
     // 2. Register as parked. Notifiers that come after this see us.
     let was_last_searcher = shared.idle.transition_to_parked(id, core.is_searching);
