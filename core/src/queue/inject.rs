@@ -2,13 +2,16 @@
 //!
 //! It receives external spawns, cross-worker wakeups and local-ring
 //! overflows, and hands tasks out in fair-share batches (`README.md`,
-//! "Inject queue", steps I1-I4).
+//! "Inject queue", steps I1-I4). The FIFO is a queue of chunks, so that a
+//! batch pushed as a `Vec` is linked in whole, in O(1) under the lock, and
+//! a growing backlog never reallocates (and copies) everything queued while
+//! the lock is held.
 
-use std::collections::{vec_deque, VecDeque};
+use std::collections::VecDeque;
 
 use core::fmt;
 
-use super::{Local, LOCAL_QUEUE_CAPACITY, MAX_GLOBAL_BATCH};
+use super::{Local, MAX_GLOBAL_BATCH};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::{Mutex, MutexGuard};
 
@@ -19,8 +22,110 @@ pub struct Inject<T> {
     len: AtomicUsize,
     /// Set once, under the lock, by `close`.
     closed: AtomicBool,
-    queue: Mutex<VecDeque<T>>,
+    queue: Mutex<Chunks<T>>,
 }
+
+/// Tasks a lone `push` puts in a fresh chunk's room.
+const PUSH_CHUNK: usize = 64;
+
+/// The FIFO behind the lock: chunks in order, each a FIFO of tasks, none
+/// empty.
+struct Chunks<T> {
+    chunks: VecDeque<VecDeque<T>>,
+    len: usize,
+}
+
+impl<T> Chunks<T> {
+    const fn new() -> Self {
+        Chunks {
+            chunks: VecDeque::new(),
+            len: 0,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Appends one task: into the last chunk's spare room, or a new chunk.
+    fn push(&mut self, task: T) {
+        match self.chunks.back_mut() {
+            Some(last) if last.len() < last.capacity() => last.push_back(task),
+            _ => {
+                let mut chunk = VecDeque::with_capacity(PUSH_CHUNK);
+                chunk.push_back(task);
+                self.chunks.push_back(chunk);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// Appends a batch: copied into the last chunk if it fits in its spare
+    /// room, else linked in as a chunk of its own (no copy, no allocation).
+    fn push_chunk(&mut self, batch: Vec<T>) {
+        if batch.is_empty() {
+            return;
+        }
+        self.len += batch.len();
+        match self.chunks.back_mut() {
+            Some(last) if last.capacity() - last.len() >= batch.len() => last.extend(batch),
+            _ => self.chunks.push_back(VecDeque::from(batch)),
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<T> {
+        let first = self.chunks.front_mut()?;
+        let task = first.pop_front();
+        debug_assert!(task.is_some(), "no chunk is empty");
+        if first.is_empty() {
+            self.chunks.pop_front();
+        }
+        self.len -= 1;
+        task
+    }
+
+    /// The oldest `n` tasks (`n <= len`), taken as the iterator advances.
+    fn take_front(&mut self, n: usize) -> TakeFront<'_, T> {
+        debug_assert!(n <= self.len);
+        TakeFront {
+            chunks: self,
+            left: n,
+        }
+    }
+
+    fn into_vec(self) -> Vec<T> {
+        let mut all = Vec::with_capacity(self.len);
+        for chunk in self.chunks {
+            all.extend(chunk);
+        }
+        all
+    }
+}
+
+/// See [`Chunks::take_front`]. Tasks not taken when it drops stay queued.
+struct TakeFront<'a, T> {
+    chunks: &'a mut Chunks<T>,
+    left: usize,
+}
+
+impl<T> Iterator for TakeFront<'_, T> {
+    type Item = T;
+
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        self.chunks.pop_front()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl<T> ExactSizeIterator for TakeFront<'_, T> {}
 
 impl<T: Send> Default for Inject<T> {
     fn default() -> Self {
@@ -34,7 +139,7 @@ impl<T: Send> Inject<T> {
         Inject {
             len: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
-            queue: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(Chunks::new()),
         }
     }
 
@@ -42,7 +147,7 @@ impl<T: Send> Inject<T> {
     /// a caller's iterator in `push_batch`) leaves the `VecDeque` valid, so
     /// poisoning is ignored.
     #[inline]
-    fn lock(&self) -> MutexGuard<'_, VecDeque<T>> {
+    fn lock(&self) -> MutexGuard<'_, Chunks<T>> {
         self.queue
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
@@ -50,7 +155,7 @@ impl<T: Send> Inject<T> {
 
     /// I1: records the length after a change; called with the lock held.
     #[inline]
-    fn set_len(&self, queue: &VecDeque<T>) {
+    fn set_len(&self, queue: &Chunks<T>) {
         // Relaxed: `len` is a hint. The tasks themselves are ordered by the
         // mutex; a caller deciding whether to park brackets its read of `len`
         // with its own SeqCst fences.
@@ -70,20 +175,25 @@ impl<T: Send> Inject<T> {
         if self.closed_locked() {
             return Err(task);
         }
-        queue.push_back(task);
+        queue.push(task);
         self.set_len(&queue);
         Ok(())
     }
 
     /// Appends every task, in order, under one lock acquisition. Once the
     /// queue is closed nothing is appended and all the tasks come back.
+    ///
+    /// The tasks are collected into a `Vec` before the lock is taken (a
+    /// `Vec` passed in is reused as it is), and that `Vec` is linked into
+    /// the queue whole, so the lock is held for O(1) work.
     pub fn push_batch(&self, tasks: impl IntoIterator<Item = T>) -> Result<(), Vec<T>> {
+        let batch: Vec<T> = tasks.into_iter().collect();
         let mut queue = self.lock();
         if self.closed_locked() {
             drop(queue);
-            return Err(tasks.into_iter().collect());
+            return Err(batch);
         }
-        queue.extend(tasks);
+        queue.push_chunk(batch);
         self.set_len(&queue);
         Ok(())
     }
@@ -113,33 +223,6 @@ impl<T: Send> Inject<T> {
     /// gate needs the exact count; `dst.len()` before and after cannot give it
     /// while thieves take from `dst`.
     pub fn pop_batch_into_counted(&self, dst: &mut Local<T>, workers: usize) -> Option<(T, usize)> {
-        // `dst.remaining_slots()` only grows while we hold `&mut dst` (a thief
-        // can only free slots), so `push_back`'s room check cannot fail.
-        let room = dst.remaining_slots();
-        self.pop_fair_share(workers, room, |batch| dst.push_back(batch))
-    }
-
-    /// The fair-share fetch for a private LIFO stack (the runtime's split
-    /// local queue): as [`pop_batch_into_counted`](Self::pop_batch_into_counted),
-    /// with the room counted as for a ring of the same capacity:
-    /// `LOCAL_QUEUE_CAPACITY - dst.len()`, so a worker that looks at the
-    /// global queue often cannot pull all of it into a stack thieves cannot
-    /// see. The rest of the batch is pushed onto `dst` newest first, so that
-    /// popping `dst` from its end takes them oldest first.
-    pub fn pop_batch_onto_stack(&self, dst: &mut Vec<T>, workers: usize) -> Option<(T, usize)> {
-        let room = LOCAL_QUEUE_CAPACITY.saturating_sub(dst.len());
-        self.pop_fair_share(workers, room, |batch| dst.extend(batch.rev()))
-    }
-
-    /// I2-I4 for any destination with `room` free places: `put` receives the
-    /// batch minus its oldest task, which is returned with the batch's size.
-    #[inline]
-    fn pop_fair_share(
-        &self,
-        workers: usize,
-        room: usize,
-        put: impl FnOnce(vec_deque::Drain<'_, T>),
-    ) -> Option<(T, usize)> {
         // I2: skip the lock when the queue looks empty. A task pushed after
         // this load is found by the caller's next look (the runtime re-checks
         // after its pre-park fence).
@@ -159,12 +242,12 @@ impl<T: Send> Inject<T> {
             return None;
         }
         let n = (len / workers.max(1) + 1)
-            .min(room.saturating_add(1))
+            .min(dst.remaining_slots() + 1)
             .min(MAX_GLOBAL_BATCH)
             .min(len);
         // I4: the oldest task is returned; the next n - 1 go to dst.
         let first = queue.pop_front()?;
-        put(queue.drain(..n - 1));
+        dst.push_back(queue.take_front(n - 1));
         self.set_len(&queue);
         Some((first, n - 1))
     }
@@ -205,10 +288,10 @@ impl<T: Send> Inject<T> {
     /// lock.
     pub fn drain(&self) -> Vec<T> {
         let mut queue = self.lock();
-        let tasks = core::mem::take(&mut *queue);
+        let tasks = core::mem::replace(&mut *queue, Chunks::new());
         self.set_len(&queue);
         drop(queue);
-        tasks.into()
+        tasks.into_vec()
     }
 }
 
@@ -301,33 +384,41 @@ mod tests {
     }
 
     #[test]
-    fn pop_batch_onto_stack_stacks_the_batch_to_pop_oldest_first() {
-        let inject = filled(1000);
-        let mut stack = vec![7777];
-        // 1000 / 2 + 1 = 501, capped at MAX_GLOBAL_BATCH.
-        assert_eq!(
-            inject.pop_batch_onto_stack(&mut stack, 2),
-            Some((0, MAX_GLOBAL_BATCH - 1))
-        );
-        assert_eq!(stack.len(), MAX_GLOBAL_BATCH);
-        assert_eq!(inject.len(), 1000 - MAX_GLOBAL_BATCH);
-        let popped: Vec<u32> = core::iter::from_fn(|| stack.pop()).collect();
-        let mut expected: Vec<u32> = (1..MAX_GLOBAL_BATCH as u32).collect();
-        expected.push(7777);
-        assert_eq!(popped, expected, "oldest first, then what was there before");
-        // Room is counted as for a ring of LOCAL_QUEUE_CAPACITY.
-        let mut stack: Vec<u32> = (0..LOCAL_QUEUE_CAPACITY as u32 - 5).collect();
-        let inject = filled(1000);
-        assert_eq!(inject.pop_batch_onto_stack(&mut stack, 1), Some((0, 5)));
-        assert_eq!(inject.pop_batch_onto_stack(&mut stack, 1), Some((6, 0)));
-        // Fair share of a short queue, and the last task.
-        let mut stack = Vec::new();
-        let inject = filled(9);
-        assert_eq!(inject.pop_batch_onto_stack(&mut stack, 4), Some((0, 2)));
-        assert_eq!(stack, vec![2, 1]);
-        let inject = filled(1);
-        assert_eq!(inject.pop_batch_onto_stack(&mut stack, 0), Some((0, 0)));
-        assert_eq!(inject.pop_batch_onto_stack(&mut stack, 0), None);
+    fn chunks_keep_fifo_order_across_pushes_batches_and_pops() {
+        let inject = Inject::new();
+        let mut next = 0u32;
+        let mut expected = VecDeque::new();
+        let mut got = Vec::new();
+        let (mut dst, _) = local();
+        // Lone pushes fill a chunk's room; small batches go into the last
+        // chunk's spare room, big ones become chunks of their own; batch
+        // pops cross chunk boundaries.
+        for round in 0..40u32 {
+            for _ in 0..(round % 7) * 20 {
+                inject.push(next).unwrap();
+                expected.push_back(next);
+                next += 1;
+            }
+            let size = [0usize, 3, 64, 100, 1024][round as usize % 5];
+            let batch: Vec<u32> = (next..next + size as u32).collect();
+            next += size as u32;
+            expected.extend(batch.iter().copied());
+            inject.push_batch(batch).unwrap();
+            assert_eq!(inject.len() + got.len(), expected.len());
+            for _ in 0..round % 4 {
+                if let Some(task) = inject.pop_batch_into(&mut dst, 3) {
+                    got.push(task);
+                    got.extend(core::iter::from_fn(|| dst.pop()));
+                }
+            }
+            if round % 5 == 0 {
+                got.extend(inject.pop());
+            }
+            assert_eq!(inject.len() + got.len(), expected.len());
+        }
+        got.extend(inject.drain());
+        assert_eq!(got, Vec::from(expected));
+        assert!(inject.is_empty());
     }
 
     #[test]
