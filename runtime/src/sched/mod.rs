@@ -472,7 +472,7 @@ impl<T: Send + 'static> Parts<'_, T> {
 
     /// A task the LIFO slot pushed out: to the private stack in
     /// [`LocalMode::Split`], else to the ring.
-    #[inline]
+    #[inline(always)]
     fn evict(&mut self, task: T) {
         match self.shared.local_mode {
             LocalMode::Split => self.core.stack.push(task),
@@ -489,21 +489,16 @@ impl<T: Send + 'static> Parts<'_, T> {
     }
 
     /// A fair-share batch from the global queue: one task to run, the rest
-    /// into the ring (or, in [`LocalMode::Split`], onto the private stack,
-    /// oldest on top). The batch's counts move from the gate to our token.
+    /// into the ring (in both local modes: measured, a batch on the private
+    /// stack made outside spawns slower, docs/benchmarks.md). The batch's counts move from the gate to our token.
     fn pop_global(&mut self) -> Option<T> {
         let shared = self.shared;
         if shared.inject.is_empty() {
             return None;
         }
-        let (task, moved) = match shared.local_mode {
-            LocalMode::Ring => shared
-                .inject
-                .pop_batch_into_counted(&mut self.core.local, shared.workers)?,
-            LocalMode::Split => shared
-                .inject
-                .pop_batch_onto_stack(&mut self.core.stack, shared.workers)?,
-        };
+        let (task, moved) = shared
+            .inject
+            .pop_batch_into_counted(&mut self.core.local, shared.workers)?;
         let taken = moved + 1;
         self.core.lifo_polls = 0;
         // A full batch means a backlog: look again soon (after the minimum
@@ -631,7 +626,7 @@ impl<T: Send + 'static> Parts<'_, T> {
     /// previous occupant to the ring. Wakes a sibling every
     /// [`WAKE_ON_HOARD_THRESHOLD`] spawns so one worker cannot hoard work while
     /// others sleep.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn spawn_local(&mut self, task: T) {
         self.core.spawns_since_wake += 1;
         if self.core.spawns_since_wake >= WAKE_ON_HOARD_THRESHOLD {
