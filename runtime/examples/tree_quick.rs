@@ -25,6 +25,6 @@ fn main() {
         let m = ex.join();
         let el = t.elapsed();
         let n = m.tasks_run();
-        println!("{} tasks in {:?}: {:.1} ns/task; lifo {} local {} global {} steal {} overflows {} parks {} w0 {} w1 {}", n, el, el.as_nanos() as f64 / n as f64, m.total.tasks_lifo, m.total.tasks_local, m.total.tasks_global, m.total.tasks_steal, m.total.overflows, m.total.parks, m.per_worker[0].tasks_run(), m.per_worker[1].tasks_run());
+        println!("{} tasks in {:?}: {:.1} ns/task; lifo {} local {} global {} steal {} overflows {} parks {} unparks {} shares {}/{} w0 {} w1 {}", n, el, el.as_nanos() as f64 / n as f64, m.total.tasks_lifo, m.total.tasks_local, m.total.tasks_global, m.total.tasks_steal, m.total.overflows, m.total.parks, m.total.unparks, m.total.shares, m.total.share_requests, m.per_worker[0].tasks_run(), m.per_worker[1].tasks_run());
     }
 }

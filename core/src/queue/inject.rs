@@ -2,10 +2,7 @@
 //!
 //! It receives external spawns, cross-worker wakeups and local-ring
 //! overflows, and hands tasks out in fair-share batches (`README.md`,
-//! "Inject queue", steps I1-I4). The FIFO is a queue of chunks, so that a
-//! batch pushed as a `Vec` is linked in whole, in O(1) under the lock, and
-//! a growing backlog never reallocates (and copies) everything queued while
-//! the lock is held.
+//! "Inject queue", steps I1-I4).
 
 use std::collections::VecDeque;
 
@@ -22,110 +19,8 @@ pub struct Inject<T> {
     len: AtomicUsize,
     /// Set once, under the lock, by `close`.
     closed: AtomicBool,
-    queue: Mutex<Chunks<T>>,
+    queue: Mutex<VecDeque<T>>,
 }
-
-/// Tasks a lone `push` puts in a fresh chunk's room.
-const PUSH_CHUNK: usize = 64;
-
-/// The FIFO behind the lock: chunks in order, each a FIFO of tasks, none
-/// empty.
-struct Chunks<T> {
-    chunks: VecDeque<VecDeque<T>>,
-    len: usize,
-}
-
-impl<T> Chunks<T> {
-    const fn new() -> Self {
-        Chunks {
-            chunks: VecDeque::new(),
-            len: 0,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Appends one task: into the last chunk's spare room, or a new chunk.
-    fn push(&mut self, task: T) {
-        match self.chunks.back_mut() {
-            Some(last) if last.len() < last.capacity() => last.push_back(task),
-            _ => {
-                let mut chunk = VecDeque::with_capacity(PUSH_CHUNK);
-                chunk.push_back(task);
-                self.chunks.push_back(chunk);
-            }
-        }
-        self.len += 1;
-    }
-
-    /// Appends a batch: copied into the last chunk if it fits in its spare
-    /// room, else linked in as a chunk of its own (no copy, no allocation).
-    fn push_chunk(&mut self, batch: Vec<T>) {
-        if batch.is_empty() {
-            return;
-        }
-        self.len += batch.len();
-        match self.chunks.back_mut() {
-            Some(last) if last.capacity() - last.len() >= batch.len() => last.extend(batch),
-            _ => self.chunks.push_back(VecDeque::from(batch)),
-        }
-    }
-
-    fn pop_front(&mut self) -> Option<T> {
-        let first = self.chunks.front_mut()?;
-        let task = first.pop_front();
-        debug_assert!(task.is_some(), "no chunk is empty");
-        if first.is_empty() {
-            self.chunks.pop_front();
-        }
-        self.len -= 1;
-        task
-    }
-
-    /// The oldest `n` tasks (`n <= len`), taken as the iterator advances.
-    fn take_front(&mut self, n: usize) -> TakeFront<'_, T> {
-        debug_assert!(n <= self.len);
-        TakeFront {
-            chunks: self,
-            left: n,
-        }
-    }
-
-    fn into_vec(self) -> Vec<T> {
-        let mut all = Vec::with_capacity(self.len);
-        for chunk in self.chunks {
-            all.extend(chunk);
-        }
-        all
-    }
-}
-
-/// See [`Chunks::take_front`]. Tasks not taken when it drops stay queued.
-struct TakeFront<'a, T> {
-    chunks: &'a mut Chunks<T>,
-    left: usize,
-}
-
-impl<T> Iterator for TakeFront<'_, T> {
-    type Item = T;
-
-    #[inline]
-    fn next(&mut self) -> Option<T> {
-        if self.left == 0 {
-            return None;
-        }
-        self.left -= 1;
-        self.chunks.pop_front()
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.left, Some(self.left))
-    }
-}
-
-impl<T> ExactSizeIterator for TakeFront<'_, T> {}
 
 impl<T: Send> Default for Inject<T> {
     fn default() -> Self {
@@ -139,7 +34,7 @@ impl<T: Send> Inject<T> {
         Inject {
             len: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
-            queue: Mutex::new(Chunks::new()),
+            queue: Mutex::new(VecDeque::new()),
         }
     }
 
@@ -147,7 +42,7 @@ impl<T: Send> Inject<T> {
     /// a caller's iterator in `push_batch`) leaves the `VecDeque` valid, so
     /// poisoning is ignored.
     #[inline]
-    fn lock(&self) -> MutexGuard<'_, Chunks<T>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<T>> {
         self.queue
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
@@ -155,7 +50,7 @@ impl<T: Send> Inject<T> {
 
     /// I1: records the length after a change; called with the lock held.
     #[inline]
-    fn set_len(&self, queue: &Chunks<T>) {
+    fn set_len(&self, queue: &VecDeque<T>) {
         // Relaxed: `len` is a hint. The tasks themselves are ordered by the
         // mutex; a caller deciding whether to park brackets its read of `len`
         // with its own SeqCst fences.
@@ -175,25 +70,20 @@ impl<T: Send> Inject<T> {
         if self.closed_locked() {
             return Err(task);
         }
-        queue.push(task);
+        queue.push_back(task);
         self.set_len(&queue);
         Ok(())
     }
 
     /// Appends every task, in order, under one lock acquisition. Once the
     /// queue is closed nothing is appended and all the tasks come back.
-    ///
-    /// The tasks are collected into a `Vec` before the lock is taken (a
-    /// `Vec` passed in is reused as it is), and that `Vec` is linked into
-    /// the queue whole, so the lock is held for O(1) work.
     pub fn push_batch(&self, tasks: impl IntoIterator<Item = T>) -> Result<(), Vec<T>> {
-        let batch: Vec<T> = tasks.into_iter().collect();
         let mut queue = self.lock();
         if self.closed_locked() {
             drop(queue);
-            return Err(batch);
+            return Err(tasks.into_iter().collect());
         }
-        queue.push_chunk(batch);
+        queue.extend(tasks);
         self.set_len(&queue);
         Ok(())
     }
@@ -247,7 +137,7 @@ impl<T: Send> Inject<T> {
             .min(len);
         // I4: the oldest task is returned; the next n - 1 go to dst.
         let first = queue.pop_front()?;
-        dst.push_back(queue.take_front(n - 1));
+        dst.push_back(queue.drain(..n - 1));
         self.set_len(&queue);
         Some((first, n - 1))
     }
@@ -288,10 +178,10 @@ impl<T: Send> Inject<T> {
     /// lock.
     pub fn drain(&self) -> Vec<T> {
         let mut queue = self.lock();
-        let tasks = core::mem::replace(&mut *queue, Chunks::new());
+        let tasks = core::mem::take(&mut *queue);
         self.set_len(&queue);
         drop(queue);
-        tasks.into_vec()
+        tasks.into()
     }
 }
 
@@ -381,44 +271,6 @@ mod tests {
         assert_eq!(inject.pop_batch_into(&mut dst, 0), Some(0));
         assert!(dst.is_empty());
         assert_eq!(inject.pop_batch_into(&mut dst, 0), None);
-    }
-
-    #[test]
-    fn chunks_keep_fifo_order_across_pushes_batches_and_pops() {
-        let inject = Inject::new();
-        let mut next = 0u32;
-        let mut expected = VecDeque::new();
-        let mut got = Vec::new();
-        let (mut dst, _) = local();
-        // Lone pushes fill a chunk's room; small batches go into the last
-        // chunk's spare room, big ones become chunks of their own; batch
-        // pops cross chunk boundaries.
-        for round in 0..40u32 {
-            for _ in 0..(round % 7) * 20 {
-                inject.push(next).unwrap();
-                expected.push_back(next);
-                next += 1;
-            }
-            let size = [0usize, 3, 64, 100, 1024][round as usize % 5];
-            let batch: Vec<u32> = (next..next + size as u32).collect();
-            next += size as u32;
-            expected.extend(batch.iter().copied());
-            inject.push_batch(batch).unwrap();
-            assert_eq!(inject.len() + got.len(), expected.len());
-            for _ in 0..round % 4 {
-                if let Some(task) = inject.pop_batch_into(&mut dst, 3) {
-                    got.push(task);
-                    got.extend(core::iter::from_fn(|| dst.pop()));
-                }
-            }
-            if round % 5 == 0 {
-                got.extend(inject.pop());
-            }
-            assert_eq!(inject.len() + got.len(), expected.len());
-        }
-        got.extend(inject.drain());
-        assert_eq!(got, Vec::from(expected));
-        assert!(inject.is_empty());
     }
 
     #[test]
