@@ -2,7 +2,10 @@
 //!
 //! It receives external spawns, cross-worker wakeups and local-ring
 //! overflows, and hands tasks out in fair-share batches (`README.md`,
-//! "Inject queue", steps I1-I4).
+//! "Inject queue", steps I1-I4). The FIFO is a queue of chunks, so that a
+//! batch pushed as a `Vec` is linked in whole, in O(1) under the lock, and
+//! a growing backlog never reallocates (and copies) everything queued while
+//! the lock is held.
 
 use std::collections::VecDeque;
 
@@ -19,8 +22,146 @@ pub struct Inject<T> {
     len: AtomicUsize,
     /// Set once, under the lock, by `close`.
     closed: AtomicBool,
-    queue: Mutex<VecDeque<T>>,
+    queue: Mutex<Chunks<T>>,
 }
+
+/// Batches shorter than this are copied into the flat tail; longer ones are
+/// linked in whole.
+const LINK_MIN: usize = 64;
+
+/// The FIFO behind the lock, oldest first: `linked` batches (each a whole
+/// `Vec` from `push_batch`, none empty), then the flat `tail`.
+///
+/// Lone pushes and short batches go to the flat tail, so a queue that tasks
+/// stream through one at a time (the async runtime's outside spawns) runs
+/// exactly the flat `VecDeque` code plus one branch per pop. A long batch is
+/// linked in O(1) instead of being copied under the lock (and instead of
+/// making a big backlog reallocate under the lock); if the tail holds tasks
+/// it is linked first, to keep the order.
+struct Chunks<T> {
+    linked: VecDeque<VecDeque<T>>,
+    tail: VecDeque<T>,
+    len: usize,
+}
+
+impl<T> Chunks<T> {
+    const fn new() -> Self {
+        Chunks {
+            linked: VecDeque::new(),
+            tail: VecDeque::new(),
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn push(&mut self, task: T) {
+        self.tail.push_back(task);
+        self.len += 1;
+    }
+
+    fn push_batch(&mut self, batch: Vec<T>) {
+        if batch.is_empty() {
+            return;
+        }
+        self.len += batch.len();
+        if batch.len() < LINK_MIN {
+            self.tail.extend(batch);
+            return;
+        }
+        if !self.tail.is_empty() {
+            let older = core::mem::take(&mut self.tail);
+            self.linked.push_back(older);
+        }
+        self.linked.push_back(VecDeque::from(batch));
+    }
+
+    #[inline]
+    fn pop_front(&mut self) -> Option<T> {
+        let task = match self.linked.front_mut() {
+            None => self.tail.pop_front()?,
+            Some(first) => {
+                let task = first.pop_front();
+                debug_assert!(task.is_some(), "no linked batch is empty");
+                if first.is_empty() {
+                    self.linked.pop_front();
+                }
+                task?
+            }
+        };
+        self.len -= 1;
+        Some(task)
+    }
+
+    /// The oldest `n` tasks (`n <= len`), taken one at a time as the iterator
+    /// advances (across linked batches and into the tail).
+    fn take_front(&mut self, n: usize) -> TakeFront<'_, T> {
+        debug_assert!(n <= self.len);
+        TakeFront {
+            chunks: self,
+            left: n,
+        }
+    }
+
+    fn into_vec(self) -> Vec<T> {
+        let mut all = Vec::with_capacity(self.len);
+        for batch in self.linked {
+            all.extend(batch);
+        }
+        all.extend(self.tail);
+        all
+    }
+}
+
+impl<T: Send> Chunks<T> {
+    /// Moves the oldest `n` tasks (`n <= len`) into `dst` with one
+    /// `push_back`: a `drain` when one part (the tail, or the first linked
+    /// batch with more than `n`) holds them all, else task by task.
+    #[inline]
+    fn move_front_into(&mut self, n: usize, dst: &mut Local<T>) {
+        debug_assert!(n <= self.len);
+        match self.linked.front_mut() {
+            None => {
+                dst.push_back(self.tail.drain(..n));
+                self.len -= n;
+            }
+            Some(first) if first.len() > n => {
+                dst.push_back(first.drain(..n));
+                self.len -= n;
+            }
+            Some(_) => dst.push_back(self.take_front(n)),
+        }
+    }
+}
+
+/// See [`Chunks::take_front`]. Tasks not taken when it drops stay queued.
+struct TakeFront<'a, T> {
+    chunks: &'a mut Chunks<T>,
+    left: usize,
+}
+
+impl<T> Iterator for TakeFront<'_, T> {
+    type Item = T;
+
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        self.chunks.pop_front()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl<T> ExactSizeIterator for TakeFront<'_, T> {}
 
 impl<T: Send> Default for Inject<T> {
     fn default() -> Self {
@@ -34,7 +175,7 @@ impl<T: Send> Inject<T> {
         Inject {
             len: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
-            queue: Mutex::new(VecDeque::new()),
+            queue: Mutex::new(Chunks::new()),
         }
     }
 
@@ -42,7 +183,7 @@ impl<T: Send> Inject<T> {
     /// a caller's iterator in `push_batch`) leaves the `VecDeque` valid, so
     /// poisoning is ignored.
     #[inline]
-    fn lock(&self) -> MutexGuard<'_, VecDeque<T>> {
+    fn lock(&self) -> MutexGuard<'_, Chunks<T>> {
         self.queue
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
@@ -50,7 +191,7 @@ impl<T: Send> Inject<T> {
 
     /// I1: records the length after a change; called with the lock held.
     #[inline]
-    fn set_len(&self, queue: &VecDeque<T>) {
+    fn set_len(&self, queue: &Chunks<T>) {
         // Relaxed: `len` is a hint. The tasks themselves are ordered by the
         // mutex; a caller deciding whether to park brackets its read of `len`
         // with its own SeqCst fences.
@@ -65,25 +206,31 @@ impl<T: Send> Inject<T> {
     }
 
     /// Appends one task. `Err(task)` once the queue is closed.
+    #[inline]
     pub fn push(&self, task: T) -> Result<(), T> {
         let mut queue = self.lock();
         if self.closed_locked() {
             return Err(task);
         }
-        queue.push_back(task);
+        queue.push(task);
         self.set_len(&queue);
         Ok(())
     }
 
     /// Appends every task, in order, under one lock acquisition. Once the
     /// queue is closed nothing is appended and all the tasks come back.
+    ///
+    /// The tasks are collected into a `Vec` before the lock is taken (a
+    /// `Vec` passed in is reused as it is), and that `Vec` is linked into
+    /// the queue whole, so the lock is held for O(1) work.
     pub fn push_batch(&self, tasks: impl IntoIterator<Item = T>) -> Result<(), Vec<T>> {
+        let batch: Vec<T> = tasks.into_iter().collect();
         let mut queue = self.lock();
         if self.closed_locked() {
             drop(queue);
-            return Err(tasks.into_iter().collect());
+            return Err(batch);
         }
-        queue.extend(tasks);
+        queue.push_batch(batch);
         self.set_len(&queue);
         Ok(())
     }
@@ -137,7 +284,7 @@ impl<T: Send> Inject<T> {
             .min(len);
         // I4: the oldest task is returned; the next n - 1 go to dst.
         let first = queue.pop_front()?;
-        dst.push_back(queue.drain(..n - 1));
+        queue.move_front_into(n - 1, dst);
         self.set_len(&queue);
         Some((first, n - 1))
     }
@@ -178,10 +325,10 @@ impl<T: Send> Inject<T> {
     /// lock.
     pub fn drain(&self) -> Vec<T> {
         let mut queue = self.lock();
-        let tasks = core::mem::take(&mut *queue);
+        let tasks = core::mem::replace(&mut *queue, Chunks::new());
         self.set_len(&queue);
         drop(queue);
-        tasks.into()
+        tasks.into_vec()
     }
 }
 
@@ -271,6 +418,72 @@ mod tests {
         assert_eq!(inject.pop_batch_into(&mut dst, 0), Some(0));
         assert!(dst.is_empty());
         assert_eq!(inject.pop_batch_into(&mut dst, 0), None);
+    }
+
+    #[test]
+    fn chunks_keep_fifo_order_across_pushes_batches_and_pops() {
+        let inject = Inject::new();
+        let mut next = 0u32;
+        let mut expected = VecDeque::new();
+        let mut got = Vec::new();
+        let (mut dst, _) = local();
+        // Lone pushes and short batches go to the flat tail, long ones are
+        // linked (after the tail); batch pops cross from one part to the
+        // next.
+        for round in 0..40u32 {
+            for _ in 0..(round % 7) * 20 {
+                inject.push(next).unwrap();
+                expected.push_back(next);
+                next += 1;
+            }
+            let size = [0usize, 3, 64, 100, 1024][round as usize % 5];
+            let batch: Vec<u32> = (next..next + size as u32).collect();
+            next += size as u32;
+            expected.extend(batch.iter().copied());
+            inject.push_batch(batch).unwrap();
+            assert_eq!(inject.len() + got.len(), expected.len());
+            for _ in 0..round % 4 {
+                if let Some(task) = inject.pop_batch_into(&mut dst, 3) {
+                    got.push(task);
+                    got.extend(core::iter::from_fn(|| dst.pop()));
+                }
+            }
+            if round % 5 == 0 {
+                got.extend(inject.pop());
+            }
+            assert_eq!(inject.len() + got.len(), expected.len());
+        }
+        got.extend(inject.drain());
+        assert_eq!(got, Vec::from(expected));
+        assert!(inject.is_empty());
+    }
+
+    #[test]
+    fn lone_pushes_and_short_batches_stay_flat_and_long_batches_are_linked() {
+        let inject = Inject::new();
+        for i in 0..100u32 {
+            inject.push(i).unwrap();
+        }
+        inject.push_batch(100..110).unwrap();
+        assert!(inject.lock().linked.is_empty(), "short batch copied");
+        // A long batch links the tail first, then itself, without copying.
+        let batch: Vec<u32> = (110..110 + LINK_MIN as u32).collect();
+        let ptr = batch.as_ptr();
+        inject.push_batch(batch).unwrap();
+        {
+            let q = inject.lock();
+            assert_eq!(q.linked.len(), 2);
+            assert!(q.tail.is_empty());
+            assert_eq!(
+                q.linked[1].as_slices().0.as_ptr(),
+                ptr,
+                "linked, not copied"
+            );
+        }
+        inject.push(999).unwrap();
+        let mut expected: Vec<u32> = (0..110 + LINK_MIN as u32).collect();
+        expected.push(999);
+        assert_eq!(inject.drain(), expected);
     }
 
     #[test]

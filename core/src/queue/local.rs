@@ -374,6 +374,7 @@ impl<T: Send> Local<T> {
     ///
     /// If `tasks.len()` is more than [`Local::remaining_slots`], or the
     /// iterator yields more items than its `len()` promised room for.
+    #[inline]
     pub fn push_back(&mut self, tasks: impl ExactSizeIterator<Item = T>) {
         self.refresh_head();
         let free = CAP - self.tail.wrapping_sub(self.reuse_bound());
