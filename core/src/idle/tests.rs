@@ -78,6 +78,21 @@ fn unpark_one_wakes_nobody_while_a_searcher_is_awake() {
 }
 
 #[test]
+fn would_unpark_agrees_with_unpark_one_when_nothing_races() {
+    let idle = Idle::new(4);
+    assert!(!idle.would_unpark(), "nobody parked");
+    park_all(&idle, &[2]);
+    assert!(idle.would_unpark());
+    assert!(idle.try_transition_to_searching());
+    assert!(!idle.would_unpark(), "a searcher is awake");
+    assert_eq!(idle.unpark_one(), None);
+    assert!(idle.transition_from_searching());
+    assert!(idle.would_unpark());
+    assert_eq!(idle.unpark_one(), Some(2));
+    assert!(!idle.would_unpark(), "the parked worker was claimed");
+}
+
+#[test]
 fn transition_to_parked_reports_only_the_last_searcher() {
     let idle = Idle::new(4);
     assert!(idle.try_transition_to_searching());
