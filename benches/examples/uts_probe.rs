@@ -17,6 +17,8 @@ fn run<W: Workload>(w: W, root: W::Task, mode: LocalMode) {
     let ex = Executor::with_modes(
         ExecutorConfig {
             workers: 2,
+            spin_iters: std::env::var("SPIN")
+                .map_or(ExecutorConfig::default().spin_iters, |s| s.parse().unwrap()),
             ..ExecutorConfig::default()
         },
         LifoMode::Owner,
