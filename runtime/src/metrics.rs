@@ -36,7 +36,7 @@ pub struct WorkerMetrics {
     /// it found empty.
     pub share_requests: u64,
     /// Split local queue: requests this worker answered by moving tasks from
-    /// its private stack (or LIFO slot) into its ring.
+    /// its private stack into its ring.
     pub shares: u64,
     /// Tasks those answers moved.
     pub tasks_shared: u64,

@@ -2,10 +2,10 @@
 //!
 //! It receives external spawns, cross-worker wakeups and local-ring
 //! overflows, and hands tasks out in fair-share batches (`README.md`,
-//! "Inject queue", steps I1-I4). The FIFO is a queue of chunks, so that a
-//! batch pushed as a `Vec` is linked in whole, in O(1) under the lock, and
-//! a growing backlog never reallocates (and copies) everything queued while
-//! the lock is held.
+//! "Inject queue", steps I1-I4). Lone pushes and short batches go to a flat
+//! `VecDeque` tail; a batch of `LINK_MIN` or more is linked in whole, in
+//! O(1) under the lock, so a growing backlog never reallocates (and copies)
+//! everything queued while the lock is held.
 
 use std::collections::VecDeque;
 

@@ -158,7 +158,8 @@ pub enum LocalMode {
 pub(crate) struct Shared<T> {
     /// Padded: outside spawns write its lock and length on every push, and
     /// the fields below are read by every worker on every tick
-    /// (`spawn_many_remote_idle` 0.51 -> 0.46x tokio, docs/benchmarks.md).
+    /// (`spawn_many_remote_idle` 0.51 -> 0.46x tokio, docs/benchmarks.md,
+    /// "Design decisions").
     pub(crate) inject: CachePadded<Inject<T>>,
     pub(crate) remotes: Box<[CachePadded<Remote<T>>]>,
     pub(crate) idle: Idle,
@@ -493,7 +494,8 @@ impl<T: Send + 'static> Parts<'_, T> {
 
     /// A fair-share batch from the global queue: one task to run, the rest
     /// into the ring (in both local modes: measured, a batch on the private
-    /// stack made outside spawns slower, docs/benchmarks.md). The batch's counts move from the gate to our token.
+    /// stack made outside spawns slower, docs/benchmarks.md). The batch's
+    /// counts move from the gate to our token.
     fn pop_global(&mut self) -> Option<T> {
         let shared = self.shared;
         if shared.inject.is_empty() {
@@ -626,7 +628,8 @@ impl<T: Send + 'static> Parts<'_, T> {
     }
 
     /// A task spawned by the running task: into the LIFO slot, evicting the
-    /// previous occupant to the ring. Wakes a sibling every
+    /// previous occupant to the private stack ([`LocalMode::Split`]) or the
+    /// ring ([`LocalMode::Ring`]). Wakes a sibling every
     /// [`WAKE_ON_HOARD_THRESHOLD`] spawns so one worker cannot hoard work while
     /// others sleep.
     #[inline(always)]
