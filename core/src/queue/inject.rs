@@ -22,7 +22,7 @@ pub struct Inject<T> {
     len: AtomicUsize,
     /// Set once, under the lock, by `close`.
     closed: AtomicBool,
-    queue: Mutex<Chunks<T>>,
+    queue: Mutex<Backlog<T>>,
 }
 
 /// Batches shorter than this are copied into the flat tail; longer ones are
@@ -38,15 +38,15 @@ const LINK_MIN: usize = 64;
 /// linked in O(1) instead of being copied under the lock (and instead of
 /// making a big backlog reallocate under the lock); if the tail holds tasks
 /// it is linked first, to keep the order.
-struct Chunks<T> {
+struct Backlog<T> {
     linked: VecDeque<VecDeque<T>>,
     tail: VecDeque<T>,
     len: usize,
 }
 
-impl<T> Chunks<T> {
+impl<T> Backlog<T> {
     const fn new() -> Self {
-        Chunks {
+        Backlog {
             linked: VecDeque::new(),
             tail: VecDeque::new(),
             len: 0,
@@ -102,7 +102,7 @@ impl<T> Chunks<T> {
     fn take_front(&mut self, n: usize) -> TakeFront<'_, T> {
         debug_assert!(n <= self.len);
         TakeFront {
-            chunks: self,
+            backlog: self,
             left: n,
         }
     }
@@ -117,7 +117,7 @@ impl<T> Chunks<T> {
     }
 }
 
-impl<T: Send> Chunks<T> {
+impl<T: Send> Backlog<T> {
     /// Moves the oldest `n` tasks (`n <= len`) into `dst` with one
     /// `push_back`: a `drain` when one part (the tail, or the first linked
     /// batch with more than `n`) holds them all, else task by task.
@@ -138,9 +138,9 @@ impl<T: Send> Chunks<T> {
     }
 }
 
-/// See [`Chunks::take_front`]. Tasks not taken when it drops stay queued.
+/// See [`Backlog::take_front`]. Tasks not taken when it drops stay queued.
 struct TakeFront<'a, T> {
-    chunks: &'a mut Chunks<T>,
+    backlog: &'a mut Backlog<T>,
     left: usize,
 }
 
@@ -153,7 +153,7 @@ impl<T> Iterator for TakeFront<'_, T> {
             return None;
         }
         self.left -= 1;
-        self.chunks.pop_front()
+        self.backlog.pop_front()
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -175,7 +175,7 @@ impl<T: Send> Inject<T> {
         Inject {
             len: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
-            queue: Mutex::new(Chunks::new()),
+            queue: Mutex::new(Backlog::new()),
         }
     }
 
@@ -183,7 +183,7 @@ impl<T: Send> Inject<T> {
     /// a caller's iterator in `push_batch`) leaves the `VecDeque` valid, so
     /// poisoning is ignored.
     #[inline]
-    fn lock(&self) -> MutexGuard<'_, Chunks<T>> {
+    fn lock(&self) -> MutexGuard<'_, Backlog<T>> {
         self.queue
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
@@ -191,7 +191,7 @@ impl<T: Send> Inject<T> {
 
     /// I1: records the length after a change; called with the lock held.
     #[inline]
-    fn set_len(&self, queue: &Chunks<T>) {
+    fn set_len(&self, queue: &Backlog<T>) {
         // Relaxed: `len` is a hint. The tasks themselves are ordered by the
         // mutex; a caller deciding whether to park brackets its read of `len`
         // with its own SeqCst fences.
@@ -325,7 +325,7 @@ impl<T: Send> Inject<T> {
     /// lock.
     pub fn drain(&self) -> Vec<T> {
         let mut queue = self.lock();
-        let tasks = core::mem::replace(&mut *queue, Chunks::new());
+        let tasks = core::mem::replace(&mut *queue, Backlog::new());
         self.set_len(&queue);
         drop(queue);
         tasks.into_vec()
@@ -421,7 +421,7 @@ mod tests {
     }
 
     #[test]
-    fn chunks_keep_fifo_order_across_pushes_batches_and_pops() {
+    fn backlog_keeps_fifo_order_across_pushes_batches_and_pops() {
         let inject = Inject::new();
         let mut next = 0u32;
         let mut expected = VecDeque::new();
