@@ -108,6 +108,29 @@ fn pop_and_steal_never_duplicate() {
     });
 }
 
+// broken-variant: pop_skips_unclaim
+#[test]
+fn pop_racing_a_steal_of_the_last_task_leaves_real_at_tail() {
+    // One task: the thief's steal takes it all (half rounded up). If the
+    // owner's `fetch_add` lands after the claim it overshoots `tail` and must
+    // move `real` back (R4), possibly around the thief's release CAS; the
+    // task pushed afterwards must still come out.
+    explore(2, |start| {
+        let inject = Inject::new();
+        let (mut owner, steal) = queue::local::<u32>();
+        owner.push_back_or_overflow(0, &inject);
+        let thief = spawn_thief(start, 1, steal);
+        start.gate(0);
+        let mut seen: Vec<u32> = owner.pop().into_iter().collect();
+        owner.push_back_or_overflow(1, &inject);
+        seen.extend(owner.pop());
+        seen.extend(thief.join().unwrap());
+        drain(&mut owner, &mut seen);
+        seen.extend(inject.drain());
+        assert_each_once(2, &seen);
+    });
+}
+
 // broken-variant: push_publishes_relaxed
 #[test]
 fn stolen_tasks_are_fully_written_before_tail_is_published() {

@@ -10,8 +10,9 @@
 //! * `real`: the next position to hand out. Everything in `[real, tail)` is
 //!   queued and unclaimed.
 //! * `steal`: the oldest position whose slot may still be read by a stealer.
-//!   `steal == real` when no steal is in progress; during a steal the stealer's
-//!   claimed run is `[steal, real_at_claim)`.
+//!   During a steal the stealer's claimed run is `[steal, real_at_claim)` and
+//!   `head` carries a `STEALING` mark; with no steal in progress `steal` is
+//!   `real` (see [`Head`] for the bits).
 //!
 //! The owner may write the slot for position `p` only while
 //! `p - steal < CAPACITY`, so a slot is never overwritten while a stealer
@@ -35,78 +36,107 @@ const MASK: usize = LOCAL_QUEUE_CAPACITY - 1;
 /// most a steal takes.
 const HALF: u32 = CAP / 2;
 
-/// Bits of `head` holding `real`; `steal` is the upper half.
-const REAL_BITS: u32 = 32;
-/// Mask of `real` in a packed `head`.
-const REAL_MASK: u64 = (1 << REAL_BITS) - 1;
+/// `real` sits in the high half of `head`, so adding [`ONE_REAL`] advances
+/// it without touching the low half, and its wrap at 2^32 falls off the top
+/// of the word.
+const REAL_SHIFT: u32 = 32;
+/// Added to `head` (one `fetch_add`) to advance `real` by one (R2).
+const ONE_REAL: u64 = 1 << REAL_SHIFT;
+/// Set in `head`'s low half while a steal is in progress.
+const STEALING: u64 = 1 << 31;
+/// The low bits of `steal` kept in `head` while [`STEALING`] is set.
+const STEAL_MASK: u32 = (1 << 31) - 1;
 
-/// A snapshot of the packed `head` word: `steal` in the high 32 bits, `real`
-/// in the low 32.
+/// A snapshot of the packed `head` word: `real` in the high 32 bits; in the
+/// low 32, zero when no steal is in progress, else [`STEALING`] and the low 31
+/// bits of `steal`.
+///
+/// Why not `steal` as a full `u32` beside `real`: the owner's pop advances
+/// `real` alone with one `fetch_add`, whatever the low half holds, so "no
+/// steal in progress" cannot be spelled `steal == real` (the next pop would
+/// break the equality). 31 bits suffice to recover `steal`, since
+/// `real - steal <= CAP < 2^31`.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Head(u64);
 
 impl Head {
+    /// No steal in progress; next position to hand out is `real`.
     #[inline]
-    const fn new(steal: u32, real: u32) -> Self {
-        Head(((steal as u64) << REAL_BITS) | real as u64)
+    const fn idle(real: u32) -> Self {
+        Head((real as u64) << REAL_SHIFT)
     }
 
-    /// Oldest position a stealer may still be reading.
+    /// A stealer has claimed `[steal, real_at_claim)` and not yet released it.
     #[inline]
-    const fn steal(self) -> u32 {
-        (self.0 >> REAL_BITS) as u32
+    const fn stealing(steal: u32, real: u32) -> Self {
+        Head(((real as u64) << REAL_SHIFT) | STEALING | (steal & STEAL_MASK) as u64)
     }
 
     /// Next position to hand out.
     #[inline]
     const fn real(self) -> u32 {
-        (self.0 & REAL_MASK) as u32
+        (self.0 >> REAL_SHIFT) as u32
     }
 
-    /// `real` advanced by one, and `steal` with it unless a steal is in
-    /// progress (R2). One add unless `real` is about to wrap.
+    /// Whether a stealer has claimed a run and not yet released it.
     #[inline]
-    const fn advance_real(self) -> Self {
-        let step = if self.is_stealing() {
-            1
+    const fn is_stealing(self) -> bool {
+        self.0 & STEALING != 0
+    }
+
+    /// Oldest position a stealer may still be reading: `real` when no steal
+    /// is in progress.
+    #[inline]
+    const fn steal(self) -> u32 {
+        let real = self.real();
+        if self.is_stealing() {
+            // `real - steal` is below 2^31, so its low 31 bits are all of it;
+            // the `STEALING` bit only reaches bit 31 of the difference.
+            real.wrapping_sub(real.wrapping_sub(self.0 as u32) & STEAL_MASK)
         } else {
-            (1 << REAL_BITS) | 1
-        };
-        if self.real() != u32::MAX {
-            // No carry out of the `real` half, and `steal + 1` may wrap out
-            // of the word, which is `steal`'s own wrap.
-            Head(self.0.wrapping_add(step))
-        } else if self.is_stealing() {
-            Head::new(self.steal(), 0)
-        } else {
-            Head::new(0, 0)
+            real
         }
     }
 
-    /// A stealer has claimed `[steal, real)`-ish and not yet released it.
+    /// `real` advanced by one, the steal marker as it was: what the owner's
+    /// `fetch_add(ONE_REAL)` (R2) makes of this value.
     #[inline]
-    const fn is_stealing(self) -> bool {
-        self.steal() != self.real()
+    const fn advance_real(self) -> Self {
+        Head(self.0.wrapping_add(ONE_REAL))
+    }
+
+    /// `real` moved back by one: what R4's `fetch_sub(ONE_REAL)` makes of it.
+    #[inline]
+    const fn retreat_real(self) -> Self {
+        Head(self.0.wrapping_sub(ONE_REAL))
     }
 }
 
 const _: () = {
-    assert!(Head::new(4, 4).advance_real().0 == Head::new(5, 5).0);
-    assert!(Head::new(4, 6).advance_real().0 == Head::new(4, 7).0);
-    assert!(Head::new(u32::MAX, u32::MAX).advance_real().0 == Head::new(0, 0).0);
-    assert!(Head::new(9, u32::MAX).advance_real().0 == Head::new(9, 0).0);
-    assert!(Head::new(u32::MAX, 3).advance_real().0 == Head::new(u32::MAX, 4).0);
-    let h = Head::new(7, u32::MAX);
-    assert!(h.steal() == 7 && h.real() == u32::MAX);
-    assert!(Head::new(3, 3).0 == (3 << 32) | 3);
+    assert!(Head::idle(4).advance_real().0 == Head::idle(5).0);
+    assert!(Head::stealing(4, 6).advance_real().0 == Head::stealing(4, 7).0);
+    assert!(Head::idle(u32::MAX).advance_real().0 == Head::idle(0).0);
+    assert!(Head::idle(0).retreat_real().0 == Head::idle(u32::MAX).0);
+    assert!(
+        Head::stealing(u32::MAX - 1, u32::MAX).advance_real().0
+            == Head::stealing(u32::MAX - 1, 0).0
+    );
+    let h = Head::stealing(u32::MAX - 2, 5);
+    assert!(h.is_stealing() && h.steal() == u32::MAX - 2 && h.real() == 5);
+    let h = Head::stealing(u32::MAX - 3, 2);
+    assert!(h.steal() == u32::MAX - 3 && h.real() == 2);
+    assert!(Head::stealing(1 << 31, (1 << 31) + 3).steal() == 1 << 31);
+    assert!(!Head::idle(9).is_stealing() && Head::idle(9).steal() == 9);
+    assert!(Head::idle(3).0 == 3 << 32);
 };
 
 type Slot<T> = UnsafeCell<MaybeUninit<T>>;
 
 /// The state shared by a queue's [`Local`] and its [`Steal`] handles.
 struct Inner<T> {
-    /// `{steal, real}`; written by the owner (pop, overflow) and by stealers
-    /// (claim, release), always with a CAS.
+    /// `real` and the steal mark (see [`Head`]); written by the owner (pop:
+    /// `fetch_add`, and `fetch_sub` to undo; overflow: CAS) and by stealers
+    /// (claim, release: CAS), always with a read-modify-write.
     head: CachePadded<AtomicU64>,
     /// One past the newest task. Written only by the owner, with plain stores.
     tail: CachePadded<AtomicU32>,
@@ -190,7 +220,7 @@ pub fn local<T: Send>() -> (Local<T>, Steal<T>) {
     let local = Local {
         inner: inner.clone(),
         tail: 0,
-        head: Head::new(0, 0),
+        head: Head::idle(0),
         _not_sync: PhantomData,
     };
     (local, Steal(inner))
@@ -214,8 +244,8 @@ pub struct Local<T> {
     /// halves are lower bounds of the live ones, since stealers only move
     /// them forward. Its `steal` bounds slot reuse: slots of positions below
     /// it have been read by whoever claimed them, and those reads
-    /// happen-before our next write (P1). It is also the expected value of
-    /// the owner's next CAS (R2), which then needs no load first.
+    /// happen-before our next write (P1). Its `real` tells pop, without a
+    /// load, when the queue is surely empty (R1).
     head: Head,
     /// `Cell<()>` is `Send` and `!Sync`, which is what we want for `Local`.
     _not_sync: PhantomData<Cell<()>>,
@@ -347,7 +377,7 @@ impl<T: Send> Local<T> {
             .head
             .compare_exchange(
                 head.0,
-                Head::new(end, end).0,
+                Head::idle(end).0,
                 Ordering::Acquire,
                 Ordering::Acquire,
             )
@@ -355,7 +385,7 @@ impl<T: Send> Local<T> {
         {
             return Err(task);
         }
-        self.head = Head::new(end, end);
+        self.head = Head::idle(end);
         // O3, O4: read the claimed run out under the inject lock, as one batch.
         let batch = ClaimedRun {
             inner: &self.inner,
@@ -399,71 +429,66 @@ impl<T: Send> Local<T> {
         self.publish(self.tail);
     }
 
-    /// R2: CAS `head` from `current` to `current.advance_real()`, which
-    /// claims position `current.real()`. On failure returns the live `head`.
+    /// R2: advances the live `real` by one with one `fetch_add` and returns
+    /// the value it had: the position claimed, unless it was `tail` (R4).
     #[inline]
-    fn try_claim_one(&mut self, current: Head) -> Result<(), Head> {
-        let next = current.advance_real();
-        // Acquire on success and failure: as in `refresh_head`, the value
-        // read becomes the owner's cached `head`.
-        match self.inner.head.compare_exchange(
-            current.0,
-            next.0,
-            Ordering::Acquire,
-            Ordering::Acquire,
-        ) {
-            Ok(_) => {
-                self.head = next;
-                Ok(())
-            }
-            Err(actual) => Err(Head(actual)),
-        }
+    fn claim_one(&mut self) -> Head {
+        // Acquire: as in `refresh_head`; the value read (advanced) becomes
+        // the owner's cached `head`, whose `steal` bounds slot reuse (P1).
+        let prev = Head(self.inner.head.fetch_add(ONE_REAL, Ordering::Acquire));
+        self.head = prev.advance_real();
+        prev
+    }
+
+    /// R4: stealers took everything since the cached `head` was read, and
+    /// R2 pushed `real` one past `tail`; move it back.
+    #[cold]
+    #[inline(never)]
+    fn unclaim_one(&mut self) {
+        // Acquire: the value read becomes the cache, as in R2. A `fetch_sub`
+        // rather than a store: a stealer's release (S4) may have rewritten
+        // the low half meanwhile, and `head` only changes by RMW
+        // (invariant 3).
+        let prev = Head(self.inner.head.fetch_sub(ONE_REAL, Ordering::Acquire));
+        self.head = prev.retreat_real();
+        debug_assert_eq!(self.head.real(), self.tail);
     }
 
     /// Pops the oldest task (FIFO), from the end stealers take from.
     #[cfg(not(magpie_broken = "pop_reads_before_claim"))]
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
-        // R1: start from the cached `head`, no load. If its `real` is our
-        // tail the queue is empty: the live `real` is at least the cached one
-        // and never passes the tail. Otherwise it is the CAS's expected value;
-        // if a stealer moved `head` since, the CAS fails and hands us the
-        // live value.
-        let mut head = self.head;
-        loop {
-            let real = head.real();
-            if real == self.tail {
-                self.head = head;
-                return None;
-            }
-            match self.try_claim_one(head) {
-                // R3. SAFETY: the CAS claimed `real` for us alone; we wrote
-                // the slot ourselves (P1), so it is initialised.
-                Ok(()) => return Some(unsafe { self.inner.read(real) }),
-                Err(live) => head = live,
-            }
-        }
-    }
-
-    /// Broken: reads the slot at the first `real` it sees, then claims
-    /// whatever position the CAS lands on.
-    #[cfg(magpie_broken = "pop_reads_before_claim")]
-    pub fn pop(&mut self) -> Option<T> {
-        let mut head = self.head;
-        if head.real() == self.tail {
+        // R1: the cached `real` is a lower bound of the live one, which never
+        // passes our tail: if the cache says empty, it is.
+        if self.head.real() == self.tail {
             return None;
         }
-        // SAFETY: none; this is the bug. A stealer may claim `real` first.
-        let task = unsafe { self.inner.read(head.real()) };
-        loop {
-            if head.real() == self.tail {
-                self.head = head;
-                break;
-            }
-            match self.try_claim_one(head) {
-                Ok(()) => break,
-                Err(live) => head = live,
-            }
+        let real = self.claim_one().real();
+        if real == self.tail {
+            #[cfg(not(magpie_broken = "pop_skips_unclaim"))]
+            self.unclaim_one();
+            // Broken: leaves `real` one past `tail`; the next task pushed is
+            // never handed out.
+            return None;
+        }
+        // R3. SAFETY: R2 moved `real` past this position for us alone (a
+        // stealer's claim is a CAS from a `real` at or below it, which now
+        // fails); we wrote the slot ourselves (P1), so it is initialised.
+        Some(unsafe { self.inner.read(real) })
+    }
+
+    /// Broken: reads the slot at the cached `real`, then claims whatever
+    /// position the `fetch_add` lands on.
+    #[cfg(magpie_broken = "pop_reads_before_claim")]
+    pub fn pop(&mut self) -> Option<T> {
+        let cached = self.head.real();
+        if cached == self.tail {
+            return None;
+        }
+        // SAFETY: none; this is the bug. A stealer may claim `cached` first.
+        let task = unsafe { self.inner.read(cached) };
+        if self.claim_one().real() == self.tail {
+            self.unclaim_one();
         }
         Some(task)
     }
@@ -623,7 +648,7 @@ impl<T: Send> Steal<T> {
                 continue;
             }
             let n = avail - avail / 2;
-            let next = Head::new(head.steal(), head.real().wrapping_add(n));
+            let next = Head::stealing(head.real(), head.real().wrapping_add(n));
             match self
                 .0
                 .head
@@ -638,14 +663,14 @@ impl<T: Send> Steal<T> {
     /// S4: sets `steal` to the current `real`, ending the steal. Retries if
     /// the owner popped meanwhile (that moves `real` only).
     fn release(&self, first: u32, claimed_end: u32) {
-        let mut head = Head::new(first, claimed_end);
+        let mut head = Head::stealing(first, claimed_end);
         loop {
             debug_assert_eq!(
                 head.steal(),
                 first,
                 "steal moved while a steal was in progress"
             );
-            let next = Head::new(head.real(), head.real());
+            let next = Head::idle(head.real());
             #[cfg(not(magpie_broken = "steal_release_relaxed"))]
             // Release: pairs with the owner's Acquire reads of `head`
             // (`refresh_head`, pop, overflow): our reads of the claimed slots
@@ -700,13 +725,10 @@ mod tests {
     /// A queue whose positions start at `pos` (to exercise u32 wrap-around).
     fn local_at<T: Send>(pos: u32) -> (Local<T>, Steal<T>) {
         let (mut local, steal) = local();
-        local
-            .inner
-            .head
-            .store(Head::new(pos, pos).0, Ordering::Relaxed);
+        local.inner.head.store(Head::idle(pos).0, Ordering::Relaxed);
         local.inner.tail.store(pos, Ordering::Relaxed);
         local.tail = pos;
-        local.head = Head::new(pos, pos);
+        local.head = Head::idle(pos);
         (local, steal)
     }
 
@@ -741,6 +763,50 @@ mod tests {
         assert_eq!(stolen, (1..10).collect::<Vec<_>>());
         let rest: Vec<u32> = core::iter::from_fn(|| q.pop()).collect();
         assert_eq!(rest, (10..20).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn pop_after_everything_was_stolen_undoes_its_claim() {
+        let inject = Inject::new();
+        let (mut q, steal) = local_at::<u32>(u32::MAX);
+        let (mut thief, _) = local();
+        q.push_back_or_overflow(0, &inject);
+        // The owner's cached `head` still says one task is queued.
+        assert_eq!(steal.steal_into(&mut thief), Some(0));
+        assert_eq!(q.pop(), None, "R2 lands on `tail`; R4 moves it back");
+        assert_eq!(q.len(), 0);
+        assert_eq!(steal.len(), 0);
+        q.push_back_or_overflow(1, &inject);
+        assert_eq!(q.pop(), Some(1));
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn pop_racing_an_unreleased_steal_of_everything_keeps_the_steal_mark() {
+        let inject = Inject::new();
+        let (mut q, steal) = local_at::<u32>(u32::MAX - 1);
+        q.push_back_or_overflow(0, &inject);
+        q.push_back_or_overflow(1, &inject);
+        assert_eq!(q.pop(), Some(0));
+        // A stealer claims the last task and stops before its release (S4).
+        let (first, n) = steal.claim().unwrap();
+        assert_eq!((first, n), (u32::MAX, 1));
+        assert_eq!(q.pop(), None);
+        assert_eq!(
+            q.remaining_slots(),
+            CAP as usize - 1,
+            "the claimed slot is not free"
+        );
+        // SAFETY: `claim` gave this test [first, first + n).
+        assert_eq!(unsafe { steal.0.read(first) }, 1);
+        steal.release(first, first.wrapping_add(n));
+        assert_eq!(q.remaining_slots(), CAP as usize);
+        for i in 2..2 + CAP {
+            assert_eq!(q.push_back_or_overflow(i, &inject), 0);
+        }
+        let rest: Vec<u32> = core::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(rest, (2..2 + CAP).collect::<Vec<_>>());
+        assert!(inject.is_empty());
     }
 
     #[test]
