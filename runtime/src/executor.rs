@@ -110,9 +110,12 @@ impl<T: Send + 'static, S> WorkerCtx<T, S> {
     /// occupant moves to the ring, where other workers can steal it). Never
     /// touches a shared counter. Every 32 local spawns a parked sibling is
     /// woken (wake-on-hoard).
-    #[inline]
+    #[inline(always)]
     pub fn spawn_local(&mut self, task: T) {
-        self.parts().spawn_local(task);
+        // The common case needs only the core; the rest builds `Parts`.
+        if let Err(task) = self.core.try_spawn_private(task) {
+            self.parts().spawn_local(task);
+        }
     }
 
     /// Spawns a task onto the global queue, for any worker, and wakes a
@@ -409,7 +412,7 @@ where
         scratch: scratch_init(id),
         rng: XorShift64::new(cfg.seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         metrics: WorkerMetrics::default(),
-        core: Core::new(id, local, parker, monotonic_ns),
+        core: Core::new(&shared, id, local, parker, monotonic_ns),
         shared,
     };
     let mut trace = NoopTrace;

@@ -191,7 +191,7 @@ where
                 id,
                 (),
                 XorShift64::new(cfg.seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-                Core::new(id, local, parker, sim_clock),
+                Core::new(&shared, id, local, parker, sim_clock),
                 shared.clone(),
             )
         })

@@ -586,7 +586,7 @@ fn worker_main(
     let previous_id = worker_id::set_current_worker_id(Some(id));
     let inner = handle.inner.clone();
     let mut worker = Box::new(AsyncWorker {
-        core: Core::new(id, local, parker, monotonic_ns),
+        core: Core::new(&inner.sched, id, local, parker, monotonic_ns),
         rng: XorShift64::new(seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         metrics: WorkerMetrics::default(),
         handle,

@@ -20,7 +20,7 @@ use magpie_core::queue::{
 };
 use magpie_core::rng::XorShift64;
 use magpie_core::sync::atomic::{AtomicBool, Ordering};
-use magpie_core::sync::Mutex;
+use magpie_core::sync::{Arc, Mutex};
 use magpie_core::CachePadded;
 
 use crate::metrics::WorkerMetrics;
@@ -184,7 +184,9 @@ pub(crate) struct Remote<T> {
     /// private stack into the ring. A hint: the tasks themselves travel
     /// through the ring's Release/Acquire, and a request lost or answered
     /// late only delays a thief (the owner runs every task it keeps).
-    pub(crate) wants_work: AtomicBool,
+    /// Shared with the owner's [`Core`] through its own allocation, so the
+    /// owner's per-tick check is one load through a pointer it holds.
+    pub(crate) wants_work: Arc<CachePadded<AtomicBool>>,
 }
 
 impl<T: Send + 'static> Shared<T> {
@@ -205,7 +207,7 @@ impl<T: Send + 'static> Shared<T> {
                 steal,
                 lifo: LifoSlot::new(),
                 unparker: parker.unparker(),
-                wants_work: AtomicBool::new(false),
+                wants_work: Arc::new(CachePadded::new(AtomicBool::new(false))),
             }));
             owned.push((local, parker));
         }
@@ -295,6 +297,11 @@ pub(crate) struct Core<T> {
     /// The private part of the local queue in [`LocalMode::Split`], popped
     /// from the end (newest first); the oldest tasks are at the front.
     stack: Vec<T>,
+    /// This worker's `Remote::wants_work`.
+    wants_work: Arc<CachePadded<AtomicBool>>,
+    /// [`LifoMode::Owner`] with [`LocalMode::Split`]: a local spawn touches
+    /// only this struct (see [`Core::try_spawn_private`]).
+    private_spawns: bool,
     /// Set while parking in [`LifoMode::Owner`] (the stealable slot keeps its
     /// own flag): a task scheduled on this thread meanwhile goes to the ring.
     transitioning_to_park: bool,
@@ -312,8 +319,17 @@ pub(crate) struct Core<T> {
 }
 
 impl<T: Send + 'static> Core<T> {
-    pub(crate) fn new(id: usize, local: Local<T>, parker: Parker, clock: ClockFn) -> Self {
+    pub(crate) fn new(
+        shared: &Shared<T>,
+        id: usize,
+        local: Local<T>,
+        parker: Parker,
+        clock: ClockFn,
+    ) -> Self {
         Self {
+            wants_work: shared.remotes[id].wants_work.clone(),
+            private_spawns: shared.lifo_mode == LifoMode::Owner
+                && shared.local_mode == LocalMode::Split,
             id,
             local,
             parker,
@@ -332,6 +348,25 @@ impl<T: Send + 'static> Core<T> {
             spawns_since_wake: 0,
             clock,
         }
+    }
+
+    /// The common case of [`Parts::spawn_local`], on this struct alone: with
+    /// a private LIFO slot and stack, not parking and no wake-on-hoard due,
+    /// the task goes into the slot and the slot's previous task onto the
+    /// stack. `Err` hands the task back for the general path.
+    #[inline(always)]
+    pub(crate) fn try_spawn_private(&mut self, task: T) -> Result<(), T> {
+        if !self.private_spawns
+            || self.transitioning_to_park
+            || self.spawns_since_wake + 1 >= WAKE_ON_HOARD_THRESHOLD
+        {
+            return Err(task);
+        }
+        self.spawns_since_wake += 1;
+        if let Some(evicted) = self.lifo.replace(task) {
+            self.stack.push(evicted);
+        }
+        Ok(())
     }
 
     /// Empties the owner-mode LIFO slot (a worker leaving its loop).
@@ -407,11 +442,7 @@ impl<T: Send + 'static> Parts<'_, T> {
         // The stack is checked first: a worker with nothing private never
         // reads the flag, and one that has nothing to give leaves it raised
         // (clearing it would only invite the thief to write it again).
-        if !self.core.stack.is_empty()
-            && self.shared.remotes[self.core.id]
-                .wants_work
-                .load(Ordering::Relaxed)
-        {
+        if !self.core.stack.is_empty() && self.core.wants_work.load(Ordering::Relaxed) {
             self.share();
         }
         let core = &mut *self.core;
@@ -461,9 +492,7 @@ impl<T: Send + 'static> Parts<'_, T> {
         }
         // Relaxed: a hint (see `Remote::wants_work`). Cleared before the
         // tasks move, so a request raised meanwhile is answered later.
-        shared.remotes[core.id]
-            .wants_work
-            .store(false, Ordering::Relaxed);
+        core.wants_work.store(false, Ordering::Relaxed);
         core.local.push_back(core.stack.drain(..n));
         self.metrics.shares += 1;
         self.metrics.tasks_shared += n as u64;
@@ -634,6 +663,15 @@ impl<T: Send + 'static> Parts<'_, T> {
     /// others sleep.
     #[inline(always)]
     pub(crate) fn spawn_local(&mut self, task: T) {
+        let Err(task) = self.core.try_spawn_private(task) else {
+            return;
+        };
+        self.spawn_local_general(task);
+    }
+
+    /// [`Parts::spawn_local`] when [`Core::try_spawn_private`] declines.
+    #[inline]
+    fn spawn_local_general(&mut self, task: T) {
         self.core.spawns_since_wake += 1;
         if self.core.spawns_since_wake >= WAKE_ON_HOARD_THRESHOLD {
             self.wake_on_hoard();
@@ -713,7 +751,11 @@ where
     Tr: TraceHooks,
 {
     let mut parts = worker.parts();
-    if parts.shared.is_done() {
+    // `done` is read at the start of every tick of BUDGET_PER_TICK tasks and
+    // after every idle spell, not per task: a worker notices a shutdown
+    // within one tick, and a busy worker does not load a shared line per
+    // task.
+    if parts.core.budget_used == 0 && parts.shared.is_done() {
         return Found::Exit;
     }
     let found = match parts.next_task() {
@@ -722,6 +764,7 @@ where
     };
     let Some((task, source)) = found else {
         parts.core.batch_fresh = true;
+        parts.core.budget_used = 0;
         return Found::Idle;
     };
     match source {
