@@ -302,6 +302,8 @@ pub(crate) struct Core<T> {
     /// [`LifoMode::Owner`] with [`LocalMode::Split`]: a local spawn touches
     /// only this struct (see [`Core::try_spawn_private`]).
     private_spawns: bool,
+    /// [`LifoMode::Owner`]: the LIFO slot is `lifo` above.
+    owner_lifo: bool,
     /// Set while parking in [`LifoMode::Owner`] (the stealable slot keeps its
     /// own flag): a task scheduled on this thread meanwhile goes to the ring.
     transitioning_to_park: bool,
@@ -328,6 +330,7 @@ impl<T: Send + 'static> Core<T> {
     ) -> Self {
         Self {
             wants_work: shared.remotes[id].wants_work.clone(),
+            owner_lifo: shared.lifo_mode == LifoMode::Owner,
             private_spawns: shared.lifo_mode == LifoMode::Owner
                 && shared.local_mode == LocalMode::Split,
             id,
@@ -351,17 +354,19 @@ impl<T: Send + 'static> Core<T> {
     }
 
     /// The common case of [`Parts::spawn_local`], on this struct alone: with
-    /// a private LIFO slot and stack, not parking and no wake-on-hoard due,
-    /// the task goes into the slot and the slot's previous task onto the
-    /// stack. `Err` hands the task back for the general path.
+    /// a private LIFO slot and stack and no wake-on-hoard due, the task goes
+    /// into the slot and the slot's previous task onto the stack. `Err`
+    /// hands the task back for the general path.
+    ///
+    /// No check of `transitioning_to_park`: with the owner's slot, only a
+    /// task this worker runs spawns into it, and no task runs between
+    /// `prepare_park` and `end_park`.
     #[inline(always)]
     pub(crate) fn try_spawn_private(&mut self, task: T) -> Result<(), T> {
-        if !self.private_spawns
-            || self.transitioning_to_park
-            || self.spawns_since_wake + 1 >= WAKE_ON_HOARD_THRESHOLD
-        {
+        if !self.private_spawns || self.spawns_since_wake + 1 >= WAKE_ON_HOARD_THRESHOLD {
             return Err(task);
         }
+        debug_assert!(!self.transitioning_to_park, "a task ran while parking");
         self.spawns_since_wake += 1;
         if let Some(evicted) = self.lifo.replace(task) {
             self.stack.push(evicted);
@@ -515,9 +520,12 @@ impl<T: Send + 'static> Parts<'_, T> {
 
     #[inline(always)]
     fn lifo_take(&mut self) -> Option<T> {
-        match self.shared.lifo_mode {
-            LifoMode::Owner => self.core.lifo.take(),
-            LifoMode::Stealable => self.shared.remotes[self.core.id].lifo.take(),
+        // `owner_lifo` is `shared.lifo_mode == Owner`, kept in the core to
+        // save a load per tick.
+        if self.core.owner_lifo {
+            self.core.lifo.take()
+        } else {
+            self.shared.remotes[self.core.id].lifo.take()
         }
     }
 
