@@ -6,7 +6,8 @@
 //! 1.9 (docs/benchmarks.md).
 //!
 //! `cargo run --release -p magpie-benches --example parallel_ceiling`
-//! (env `ROUNDS`, default 11; `TASKS`, default 262 143, the depth-17 tree).
+//! (env `ROUNDS`, default 11; `TASKS`, default 262 143, the depth-17 tree;
+//! `PIN=1` pins the two threads to cores 0 and 1, and the one thread to 0).
 
 use std::hint::black_box;
 use std::thread;
@@ -18,19 +19,41 @@ fn run(tasks: u64, iters: u32, first: u64) -> u64 {
     (first..first + tasks).fold(0, |acc, id| acc ^ black_box(spin_work(iters, id)))
 }
 
+fn pin(core: usize) {
+    if std::env::var_os("PIN").is_some() {
+        magpie_core::affinity::pin_current_thread(core).expect("PIN: sched_setaffinity failed");
+    }
+}
+
 fn one_thread(tasks: u64, iters: u32) -> Duration {
-    let t = Instant::now();
-    black_box(run(tasks, iters, 0));
-    t.elapsed()
+    // On a thread of its own like the two below, so that pinning never
+    // narrows the main thread's CPU set (new threads inherit it).
+    thread::scope(|s| {
+        s.spawn(|| {
+            pin(0);
+            let t = Instant::now();
+            black_box(run(tasks, iters, 0));
+            t.elapsed()
+        })
+        .join()
+        .unwrap()
+    })
 }
 
 fn two_threads(tasks: u64, iters: u32) -> Duration {
     let half = tasks / 2;
     let t = Instant::now();
     thread::scope(|s| {
-        let other = s.spawn(|| run(tasks - half, iters, half));
-        black_box(run(half, iters, 0));
-        black_box(other.join().unwrap());
+        let first = s.spawn(|| {
+            pin(0);
+            run(half, iters, 0)
+        });
+        let second = s.spawn(|| {
+            pin(1);
+            run(tasks - half, iters, half)
+        });
+        black_box(first.join().unwrap());
+        black_box(second.join().unwrap());
     });
     t.elapsed()
 }
