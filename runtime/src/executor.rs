@@ -106,9 +106,10 @@ impl<T: Send + 'static, S> WorkerCtx<T, S> {
         }
     }
 
-    /// Spawns a task onto this worker: into its LIFO slot (the previous
-    /// occupant moves to the ring, where other workers can steal it). Never
-    /// touches a shared counter. Every 32 local spawns a parked sibling is
+    /// Spawns a task onto this worker: into its LIFO slot; the previous
+    /// occupant moves to the worker's private stack, whose oldest half goes
+    /// to the ring, where other workers steal it, when one of them asks.
+    /// Never touches a shared counter. Every 32 local spawns a parked sibling is
     /// woken (wake-on-hoard).
     #[inline(always)]
     pub fn spawn_local(&mut self, task: T) {
