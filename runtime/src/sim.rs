@@ -1,7 +1,7 @@
 //! A deterministic simulator for the worker loop.
 //!
 //! It runs N virtual workers on the calling thread, through exactly the
-//! functions the threaded executor uses ([`step`](crate::sched), the park
+//! functions the threaded executor uses (`sched::step`, the park
 //! sequence, the gate, the idle state, the real queues), but it decides who
 //! moves next with a seeded RNG. A virtual worker never blocks: where a thread
 //! would sleep, the simulator marks it parked and only moves it again once its

@@ -67,7 +67,7 @@ pub enum Source {
     },
 }
 
-/// Events the scheduler reports to a [`TraceHooks`].
+/// Events the scheduler reports to its trace hooks (the simulator records them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SchedEvent {
     /// A task is about to run.
