@@ -5,7 +5,8 @@
 //! share the rounds, is still there when nothing else runs in between.
 //!
 //! `cargo run --release -p magpie-benches --example speedup_pair`
-//! (env `ROUNDS`, default 15).
+//! (env `ROUNDS`, default 15; `RAYON_FIRST=1` runs `rayon::join` before
+//! magpie in each round instead of after it).
 
 use std::time::Duration;
 
@@ -20,6 +21,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn probe<W: Workload>(name: &str, w: &W, root: W::Task, rounds: usize, rayon: &RayonPeer) {
+    let rayon_first = std::env::var_os("RAYON_FIRST").is_some();
     let roots = [root];
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let (_, expected) = time_sequential(w, &roots);
@@ -28,12 +30,23 @@ fn probe<W: Workload>(name: &str, w: &W, root: W::Task, rounds: usize, rayon: &R
         let (t, tally) = time_sequential(w, &roots);
         assert_eq!(tally, expected);
         seq.push(ms(t));
-        let (t, tally) = time_tree::<MagpiePool<W>, W>(2, w, &roots);
-        assert_eq!(tally, expected);
-        magpie.push(ms(t));
-        let (t, tally) = rayon.join_tree(w, &roots);
-        assert_eq!(tally, expected);
-        join.push(ms(t));
+        let mut run_magpie = || {
+            let (t, tally) = time_tree::<MagpiePool<W>, W>(2, w, &roots);
+            assert_eq!(tally, expected);
+            magpie.push(ms(t));
+        };
+        let mut run_join = || {
+            let (t, tally) = rayon.join_tree(w, &roots);
+            assert_eq!(tally, expected);
+            join.push(ms(t));
+        };
+        if rayon_first {
+            run_join();
+            run_magpie();
+        } else {
+            run_magpie();
+            run_join();
+        }
     }
     let per_round =
         |peer: &[f64]| -> Vec<f64> { seq.iter().zip(peer).map(|(s, p)| s / p).collect() };
