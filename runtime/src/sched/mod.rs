@@ -783,7 +783,7 @@ where
     }
     let found = match parts.next_task() {
         Some(found) => Some(found),
-        None => steal_work(worker),
+        None => steal_work_apart(worker),
     };
     let parts = worker.parts();
     let Some((task, source)) = found else {
@@ -813,7 +813,7 @@ where
 /// fewer instructions per task than with this call inlined on the caller's
 /// `Parts` (cachegrind, docs/benchmarks.md).
 #[inline(never)]
-fn steal_work<W: Worker>(worker: &mut W) -> Option<(W::Task, Source)> {
+fn steal_work_apart<W: Worker>(worker: &mut W) -> Option<(W::Task, Source)> {
     worker.parts().steal_work()
 }
 
