@@ -276,6 +276,18 @@ impl<T: Send> Local<T> {
         (CAP - self.tail.wrapping_sub(head.steal())) as usize
     }
 
+    /// Whether one [`Local::push_back_or_overflow`] would stay in the ring.
+    /// Decided from the owner's cached `head` when that says there is room
+    /// (no shared load, the common case); otherwise from a fresh one.
+    #[inline]
+    pub fn has_room(&mut self) -> bool {
+        if self.tail.wrapping_sub(self.reuse_bound()) < CAP {
+            return true;
+        }
+        self.refresh_head();
+        self.tail.wrapping_sub(self.reuse_bound()) < CAP
+    }
+
     /// Reads `head` with Acquire into the owner's cached copy.
     #[inline]
     fn refresh_head(&mut self) -> Head {
@@ -763,6 +775,23 @@ mod tests {
         assert_eq!(stolen, (1..10).collect::<Vec<_>>());
         let rest: Vec<u32> = core::iter::from_fn(|| q.pop()).collect();
         assert_eq!(rest, (10..20).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn has_room_agrees_with_push_back_or_overflow() {
+        let inject = Inject::new();
+        let (mut q, steal) = local::<u32>();
+        let (mut thief, _) = local();
+        for i in 0..CAP {
+            assert!(q.has_room());
+            assert_eq!(q.push_back_or_overflow(i, &inject), 0);
+        }
+        assert!(!q.has_room(), "full ring");
+        // A steal frees slots the cached `head` does not know about yet.
+        assert_eq!(steal.steal_into(&mut thief), Some(0));
+        assert!(q.has_room(), "has_room refreshes a stale cache");
+        assert_eq!(q.push_back_or_overflow(CAP, &inject), 0);
+        assert!(inject.is_empty());
     }
 
     #[test]
