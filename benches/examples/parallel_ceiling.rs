@@ -13,6 +13,7 @@ use std::hint::black_box;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use magpie_benches::report::median_of;
 use magpie_benches::work::{calibration, spin_work};
 
 fn run(tasks: u64, iters: u32, first: u64) -> u64 {
@@ -58,9 +59,9 @@ fn two_threads(tasks: u64, iters: u32) -> Duration {
     t.elapsed()
 }
 
+/// The median of a run's samples (`report::median_of` on an owned copy).
 fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    median_of(&mut v).expect("at least one round")
 }
 
 fn main() {

@@ -15,6 +15,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use crossbeam_deque::Worker;
+use magpie_benches::report::median_of;
 use magpie_core::queue::{self, Inject};
 
 const N: u64 = 20_000_000;
@@ -60,9 +61,9 @@ fn ns(f: impl FnOnce()) -> f64 {
     t.elapsed().as_nanos() as f64 / N as f64
 }
 
+/// The median of a run's samples (`report::median_of` on an owned copy).
 fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    median_of(&mut v).expect("at least one round")
 }
 
 fn main() {

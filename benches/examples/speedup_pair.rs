@@ -10,14 +10,15 @@
 
 use std::time::Duration;
 
+use magpie_benches::report::median_of;
 use magpie_benches::typed::{
     time_sequential, time_tree, BinaryTree, MagpiePool, RayonPeer, Uts, Workload, TREE_WORK_DEPTH,
 };
 use magpie_benches::work::calibration;
 
+/// The median of a run's samples (`report::median_of` on an owned copy).
 fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    median_of(&mut v).expect("at least one round")
 }
 
 fn probe<W: Workload>(name: &str, w: &W, root: W::Task, rounds: usize, rayon: &RayonPeer) {
@@ -58,7 +59,7 @@ fn probe<W: Workload>(name: &str, w: &W, root: W::Task, rounds: usize, rayon: &R
         median(join.clone()),
         median(m),
         median(j),
-        median(magpie.iter().zip(&join).map(|(a, b)| a / b).collect()),
+        median(magpie.iter().zip(&join).map(|(a, b)| a / b).collect::<Vec<_>>()),
     );
 }
 

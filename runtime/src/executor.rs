@@ -115,7 +115,7 @@ impl<T: Send + 'static, S> WorkerCtx<T, S> {
     pub fn spawn_local(&mut self, task: T) {
         // The common case needs only the core; the rest builds `Parts`.
         if let Err(task) = self.core.try_spawn_private(task) {
-            self.parts().spawn_local(task);
+            self.parts().spawn_local_general(task);
         }
     }
 

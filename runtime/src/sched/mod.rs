@@ -545,8 +545,7 @@ impl<T: Send + 'static> Parts<'_, T> {
 
     /// A fair-share batch from the global queue: one task to run, the rest
     /// into the ring (in both local modes: measured, a batch on the private
-    /// stack made outside spawns slower, docs/benchmarks.md). The batch's
-    /// counts move from the gate to our token.
+    /// stack made outside spawns slower, docs/benchmarks.md).
     #[inline(always)]
     fn pop_global(&mut self) -> Option<T> {
         // The empty check inline: an async worker whose tasks yield looks at
@@ -558,7 +557,8 @@ impl<T: Send + 'static> Parts<'_, T> {
         self.take_global()
     }
 
-    /// [`Parts::pop_global`] once the queue looked non-empty.
+    /// [`Parts::pop_global`] once the queue looked non-empty. The batch's
+    /// counts move from the gate to our token.
     #[inline(never)]
     fn take_global(&mut self) -> Option<T> {
         let shared = self.shared;
@@ -704,7 +704,7 @@ impl<T: Send + 'static> Parts<'_, T> {
 
     /// [`Parts::spawn_local`] when [`Core::try_spawn_private`] declines.
     #[inline]
-    fn spawn_local_general(&mut self, task: T) {
+    pub(crate) fn spawn_local_general(&mut self, task: T) {
         self.core.spawns_since_wake += 1;
         if self.core.spawns_since_wake >= WAKE_ON_HOARD_THRESHOLD {
             self.wake_on_hoard();
