@@ -13,7 +13,7 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use magpie_benches::proc_stats::loadavg;
 use magpie_benches::report::{
-    alternate, csv, save_results, selected, summary, GroupSpec, Recorder,
+    alternate, balanced_rounds_at_least, csv, save_results, selected, summary, GroupSpec, Recorder,
 };
 use magpie_benches::tally::Tally;
 use magpie_benches::typed::{
@@ -27,7 +27,10 @@ static REC: Recorder = Recorder::new();
 /// The strictly alternating runs, the ratios in docs/benchmarks.md.
 static ALT: Recorder = Recorder::new();
 
-/// Alternating rounds per group (each round runs every peer once).
+/// Alternating rounds per group, at least (each round runs every peer once);
+/// a group runs the next whole number of balanced designs
+/// (`report::balanced_rounds_at_least`): 16 rounds for 8 peers, 14 for 7,
+/// 12 for 3.
 const ALT_ROUNDS: usize = 11;
 
 /// Samples per benchmark: every iteration here is 10-500 ms.
@@ -71,9 +74,10 @@ type Run<'a> = Box<dyn FnMut() -> (Duration, Tally) + 'a>;
 /// A checked run: its time only.
 type Timed<'a> = Box<dyn FnMut() -> Duration + 'a>;
 
-/// Runs `peers` under criterion (unless `MAGPIE_ALT_ONLY` is set), then
-/// `rounds` strictly alternating rounds of them into [`ALT`]. Every run's
-/// checksum must equal `expected`.
+/// Runs `peers` under criterion (unless `MAGPIE_ALT_ONLY` is set), then at
+/// least `rounds` strictly alternating rounds of them into [`ALT`], in the
+/// balanced order of `report::alternate`. Every run's checksum must equal
+/// `expected`.
 fn run_group(
     c: &mut Criterion,
     name: &'static str,
@@ -111,6 +115,7 @@ fn run_group(
         .iter_mut()
         .map(|(n, f)| (*n, &mut **f as &mut dyn FnMut() -> Duration))
         .collect();
+    let rounds = balanced_rounds_at_least(refs.len(), rounds);
     alternate(&ALT, name, rounds, &mut refs);
 }
 
@@ -260,7 +265,7 @@ fn main() {
         ("tree_d17_work", work.expected().count),
         ("uts_work", uts_expected.count),
     ] {
-        if let Some(seq) = ALT.median(name, "seq", ALT_ROUNDS) {
+        if let Some(seq) = ALT.median(name, "seq", usize::MAX) {
             let ideal = tasks as f64 * f64::from(cal.iters_per_task) * cal.ns_per_iter;
             println!(
                 "{name}: sequential loop ran at {:.0} % of the calibrated speed",
@@ -279,11 +284,14 @@ fn main() {
         println!("-- criterion (each peer's samples in one block)");
         print!("{}", summary(&REC, &specs));
     }
+    // ALT holds only the alternating rounds: every sample counts.
     let alt_specs = specs.map(|s| GroupSpec {
-        samples: ALT_ROUNDS,
+        samples: usize::MAX,
         ..s
     });
-    println!("-- alternating ({ALT_ROUNDS} rounds; every peer once per round, in turn)");
+    println!(
+        "-- alternating (at least {ALT_ROUNDS} rounds, whole balanced designs; every peer once per round)"
+    );
     print!("{}", summary(&ALT, &alt_specs));
     if let Some(path) = save_results("typed.csv", &csv(&ALT, "typed", &alt_specs)) {
         println!("wrote {}", path.display());

@@ -154,14 +154,21 @@ pub fn summary(rec: &Recorder, specs: &[GroupSpec]) -> String {
 }
 
 /// Runs every peer once per round for `rounds` rounds, the peers strictly
-/// alternating (the first peer of each round rotates, so no peer always runs
-/// right after the same neighbour), and records each run in `rec` under
-/// `group`. Each `run` returns the time of one iteration.
+/// alternating, and records each run in `rec` under `group`. Each `run`
+/// returns the time of one iteration.
 ///
 /// This is the measurement the ratios in docs/benchmarks.md come from:
 /// criterion runs all samples of one peer before the next, so a change in
 /// background load between peers shows up as a ratio; here it hits every
 /// peer alike.
+///
+/// The order inside a round follows [`round_order`], a balanced design: over
+/// [`balanced_rounds`]`(n)` consecutive rounds every peer runs right after
+/// every other peer equally often. What ran just before matters on this
+/// machine (a vCPU left idle by one peer wakes slowly for the next; a pool
+/// whose threads still spin hands the next run warm cores), so a fixed cyclic
+/// order, where a peer always follows the same neighbour, biases the ratios.
+/// Pass a multiple of `balanced_rounds(n)` for the full balance.
 pub fn alternate(
     rec: &Recorder,
     group: &str,
@@ -170,12 +177,58 @@ pub fn alternate(
 ) {
     let n = peers.len();
     for round in 0..rounds {
-        for k in 0..n {
-            let (name, run) = &mut peers[(round + k) % n];
+        for k in round_order(n, round) {
+            let (name, run) = &mut peers[k];
             let t = run();
             rec.record(group, name, 1, t);
         }
     }
+}
+
+/// Rounds in one full balanced design for `n` peers: `n` when `n` is even,
+/// `2n` when it is odd (a Williams design needs the mirrored rows then).
+pub fn balanced_rounds(n: usize) -> usize {
+    if n % 2 == 0 {
+        n
+    } else {
+        2 * n
+    }
+}
+
+/// The smallest multiple of [`balanced_rounds`]`(n)` that is at least
+/// `at_least`: how many rounds a group of `n` peers runs.
+pub fn balanced_rounds_at_least(n: usize, at_least: usize) -> usize {
+    let full = balanced_rounds(n).max(1);
+    at_least.div_ceil(full).max(1) * full
+}
+
+/// The peers' order in round `round` of `n` peers: row `round` of a Williams
+/// design (carry-over balanced Latin square). Row 0 is
+/// `0, 1, n-1, 2, n-2, ...`; row `i` adds `i` to every entry modulo `n`; for
+/// odd `n`, rows `n..2n` are rows `0..n` reversed. Every peer appears once
+/// per round and, over `balanced_rounds(n)` rounds, each ordered pair of
+/// distinct peers is adjacent the same number of times (once for even `n`,
+/// twice for odd `n`).
+pub fn round_order(n: usize, round: usize) -> Vec<usize> {
+    if n == 0 {
+        return Vec::new();
+    }
+    let base = (0..n).map(|j| {
+        if j == 0 {
+            0
+        } else if j % 2 == 1 {
+            j.div_ceil(2)
+        } else {
+            n - j / 2
+        }
+    });
+    let row = round % balanced_rounds(n);
+    let shift = row % n;
+    let mut order: Vec<usize> = base.map(|b| (b + shift) % n).collect();
+    if row >= n {
+        order.reverse();
+    }
+    order
 }
 
 /// Whether the alternating pass should run `group`: the bench's first
@@ -289,7 +342,44 @@ mod tests {
         assert!(s.contains("50000.00 ns/task"), "{s}");
     }
     #[test]
-    fn alternate_rotates_the_first_peer_and_records_every_run() {
+    fn round_order_balances_who_runs_right_after_whom() {
+        for n in 1..=9 {
+            let rounds = balanced_rounds(n);
+            let mut follows = vec![vec![0usize; n]; n];
+            for r in 0..rounds {
+                let order = round_order(n, r);
+                let mut seen = order.clone();
+                seen.sort_unstable();
+                assert_eq!(
+                    seen,
+                    (0..n).collect::<Vec<_>>(),
+                    "n={n} round {r}: a permutation"
+                );
+                for w in order.windows(2) {
+                    follows[w[0]][w[1]] += 1;
+                }
+            }
+            let per_pair = if n % 2 == 0 { 1 } else { 2 };
+            for (a, row) in follows.iter().enumerate() {
+                for (b, &count) in row.iter().enumerate() {
+                    let want = if a == b { 0 } else { per_pair };
+                    assert_eq!(count, want, "n={n}: {b} after {a}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn balanced_rounds_at_least_is_a_whole_number_of_designs() {
+        assert_eq!(balanced_rounds_at_least(8, 11), 16);
+        assert_eq!(balanced_rounds_at_least(7, 11), 14);
+        assert_eq!(balanced_rounds_at_least(3, 11), 12);
+        assert_eq!(balanced_rounds_at_least(2, 11), 12);
+        assert_eq!(balanced_rounds_at_least(2, 0), 2);
+    }
+
+    #[test]
+    fn alternate_follows_the_balanced_order_and_records_every_run() {
         let rec = Recorder::new();
         let order = std::cell::RefCell::new(Vec::new());
         let mut a = || {
