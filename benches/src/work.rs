@@ -9,6 +9,7 @@
 
 use std::hint::black_box;
 use std::sync::OnceLock;
+use std::thread;
 use std::time::{Duration, Instant};
 
 /// The CPU time each work-bearing task should take.
@@ -94,6 +95,45 @@ pub fn calibration() -> Calibration {
     })
 }
 
+/// The machine's ceiling for a 2-worker schedule of `tasks` calls of
+/// [`spin_work`]: the same calls with no scheduler, on one thread and then
+/// split evenly over two threads started together. Returns the two wall
+/// times; their ratio is the best speedup any 2-worker scheduler can show on
+/// this machine at this moment. `pin` (a core index per thread) is called
+/// first thing on each thread, so a caller can pin them; the one-thread run
+/// also runs on a thread of its own so that pinning never narrows the
+/// caller's CPU set (new threads inherit it).
+pub fn ceiling_pair(tasks: u64, iters: u32, pin: impl Fn(usize) + Sync) -> (Duration, Duration) {
+    let run = |first: u64, n: u64| {
+        (first..first + n).fold(0, |acc, id| acc ^ black_box(spin_work(iters, id)))
+    };
+    let one = thread::scope(|s| {
+        s.spawn(|| {
+            pin(0);
+            let t = Instant::now();
+            black_box(run(0, tasks));
+            t.elapsed()
+        })
+        .join()
+        .expect("ceiling thread panicked")
+    });
+    let half = tasks / 2;
+    let t = Instant::now();
+    thread::scope(|s| {
+        let first = s.spawn(|| {
+            pin(0);
+            run(0, half)
+        });
+        let second = s.spawn(|| {
+            pin(1);
+            run(half, tasks - half)
+        });
+        black_box(first.join().expect("ceiling thread panicked"));
+        black_box(second.join().expect("ceiling thread panicked"));
+    });
+    (one, t.elapsed())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -103,6 +143,16 @@ mod tests {
         assert_ne!(spin_work(100, 1), spin_work(100, 2));
         assert_ne!(spin_work(100, 1), spin_work(101, 1));
         assert_eq!(spin_work(100, 1), spin_work(100, 1));
+    }
+
+    #[test]
+    fn ceiling_pair_runs_one_thread_then_two() {
+        let pinned = std::sync::Mutex::new(vec![]);
+        let (one, two) = ceiling_pair(64, 10, |core| pinned.lock().unwrap().push(core));
+        assert!(one > Duration::ZERO && two > Duration::ZERO);
+        let mut cores = pinned.into_inner().unwrap();
+        cores.sort_unstable();
+        assert_eq!(cores, [0, 0, 1], "one thread, then two");
     }
 
     #[test]
