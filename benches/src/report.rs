@@ -176,6 +176,12 @@ pub fn alternate(
     peers: &mut [(&str, &mut dyn FnMut() -> Duration)],
 ) {
     let n = peers.len();
+    // A zero-iteration record per peer, in the order given, so that reports
+    // (which list peers in first-seen order) keep the caller's order rather
+    // than the first round's; `median` skips such records.
+    for (name, _) in peers.iter() {
+        rec.record(group, name, 0, Duration::ZERO);
+    }
     for round in 0..rounds {
         for k in round_order(n, round) {
             let (name, run) = &mut peers[k];
@@ -376,6 +382,43 @@ mod tests {
         assert_eq!(balanced_rounds_at_least(3, 11), 12);
         assert_eq!(balanced_rounds_at_least(2, 11), 12);
         assert_eq!(balanced_rounds_at_least(2, 0), 2);
+    }
+
+    #[test]
+    fn alternate_reports_peers_in_the_callers_order() {
+        let rec = Recorder::new();
+        let mut runs = [0u32; 4];
+        let [ra, rb, rc, rd] = &mut runs;
+        let mut a = || {
+            *ra += 1;
+            Duration::from_millis(1)
+        };
+        let mut b = || {
+            *rb += 1;
+            Duration::from_millis(1)
+        };
+        let mut c = || {
+            *rc += 1;
+            Duration::from_millis(1)
+        };
+        let mut d = || {
+            *rd += 1;
+            Duration::from_millis(1)
+        };
+        // Row 0 of the design for four peers runs them as a, b, d, c.
+        assert_eq!(round_order(4, 0), [0, 1, 3, 2]);
+        alternate(
+            &rec,
+            "g",
+            4,
+            &mut [("a", &mut a), ("b", &mut b), ("c", &mut c), ("d", &mut d)],
+        );
+        assert_eq!(rec.peers("g"), ["a", "b", "c", "d"]);
+        assert_eq!(runs, [4; 4]);
+        assert_eq!(
+            rec.median("g", "c", usize::MAX),
+            Some(Duration::from_millis(1))
+        );
     }
 
     #[test]
