@@ -338,3 +338,68 @@ fn inject_push_batch_and_pop_batch_into_never_lose_or_duplicate() {
         assert_each_once(3, &seen);
     });
 }
+
+/// Pushes `tasks` one at a time, handing back the ones the queue refused.
+fn push_each(inject: &Inject<u32>, tasks: impl IntoIterator<Item = u32>) -> Vec<u32> {
+    tasks
+        .into_iter()
+        .filter_map(|task| inject.push(task).err())
+        .collect()
+}
+
+// broken-variant: inject_ring_publish_before_write
+#[test]
+fn inject_ring_pushes_from_two_threads_are_taken_exactly_once() {
+    // Two producers push two lone tasks each into a 2-slot ring (so one of
+    // them at least finds it full and queues in the backlog) while a
+    // consumer fetches a fair-share batch: the ring's claim (J1), publish
+    // (J2) and take (J3-J4) against each other and against the backlog.
+    assert_eq!(queue::INJECT_RING_CAPACITY, 2);
+    explore(3, |start| {
+        let inject = Arc::new(Inject::new());
+        let producer = |me: usize, tasks: [u32; 2]| {
+            let inject = inject.clone();
+            thread::spawn(move || {
+                start.gate(me);
+                assert!(push_each(&inject, tasks).is_empty(), "open queue refused");
+            })
+        };
+        let (first, second) = (producer(1, [0, 1]), producer(2, [2, 3]));
+        start.gate(0);
+        let mut seen = fetch(&inject);
+        first.join().unwrap();
+        second.join().unwrap();
+        seen.extend(inject.drain());
+        assert_each_once(4, &seen);
+        assert!(inject.is_empty());
+    });
+}
+
+// broken-variant: inject_ring_close_by_flag
+#[test]
+fn inject_ring_push_racing_close_is_refused_or_drained_never_stranded() {
+    // J5: a lone push racing `close` either fails (the task comes back) or
+    // lands before the close, and then the closer's `drain` returns it, even
+    // if the push is still writing the slot when the drain starts.
+    explore(2, |start| {
+        let inject = Arc::new(Inject::new());
+        let producer = {
+            let inject = inject.clone();
+            thread::spawn(move || {
+                start.gate(1);
+                push_each(&inject, [0, 1])
+            })
+        };
+        start.gate(0);
+        assert!(inject.close());
+        let mut seen = inject.drain();
+        let refused = producer.join().unwrap();
+        assert!(
+            inject.drain().is_empty(),
+            "a push accepted after close's drain was stranded"
+        );
+        assert!(inject.push(9).is_err(), "closed queue accepted a push");
+        seen.extend(refused);
+        assert_each_once(2, &seen);
+    });
+}

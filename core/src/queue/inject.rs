@@ -1,27 +1,36 @@
-//! The global inject queue: a mutex-guarded FIFO with a lock-free length.
+//! The global inject queue: a lock-free ring for lone pushes in front of a
+//! mutex-guarded backlog, with a lock-free length.
 //!
 //! It receives external spawns, cross-worker wakeups and local-ring
 //! overflows, and hands tasks out in fair-share batches (`README.md`,
-//! "Inject queue", steps I1-I4). Lone pushes and short batches go to a flat
-//! `VecDeque` tail; a batch of `LINK_MIN` or more is linked in whole, in
-//! O(1) under the lock, so a growing backlog never reallocates (and copies)
-//! everything queued while the lock is held.
+//! "Inject queue", steps I1-I5 and the ring's J1-J5). A lone push claims a
+//! slot of the ring ([`inject_ring`](super::inject_ring)) without taking the
+//! lock, unless the ring is full or the backlog holds tasks (then it queues
+//! behind them, so the order stays FIFO). Batches go to the backlog: short
+//! ones to a flat `VecDeque` tail, and a batch of `LINK_MIN` or more is
+//! linked in whole, in O(1) under the lock, so a growing backlog never
+//! reallocates (and copies) everything queued while the lock is held.
+//! Consumers take under the lock, the ring first (its tasks are older than
+//! anything in the backlog), so the ring has one consumer at a time.
 
 use std::collections::VecDeque;
 
 use core::fmt;
 
+use super::inject_ring::{Refused, Ring};
 use super::{Local, MAX_GLOBAL_BATCH};
 use crate::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::sync::{Mutex, MutexGuard};
 
 /// The global queue. `Send + Sync`.
 pub struct Inject<T> {
-    /// The queue's length, written under the lock after every change and read
-    /// without it.
+    /// The backlog's length, written under the lock after every change and
+    /// read without it.
     len: AtomicUsize,
     /// Set once, under the lock, by `close`.
     closed: AtomicBool,
+    /// Lone pushes, lock-free; taken from under the lock, before the backlog.
+    ring: Ring<T>,
     queue: Mutex<Backlog<T>>,
 }
 
@@ -163,6 +172,38 @@ impl<T> Iterator for TakeFront<'_, T> {
 
 impl<T> ExactSizeIterator for TakeFront<'_, T> {}
 
+/// The ring's oldest `left` tasks, all written (`Ring::ready` counted them
+/// with the lock held, so none can disappear before we take them).
+struct RingTake<'a, T> {
+    ring: &'a Ring<T>,
+    locked: &'a mut Backlog<T>,
+    left: usize,
+}
+
+impl<T> Iterator for RingTake<'_, T> {
+    type Item = T;
+
+    #[inline]
+    fn next(&mut self) -> Option<T> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let task = self.ring.take(self.locked);
+        debug_assert!(
+            task.is_some(),
+            "Ring::ready counted a task that is not there"
+        );
+        task
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl<T> ExactSizeIterator for RingTake<'_, T> {}
+
 impl<T: Send> Default for Inject<T> {
     fn default() -> Self {
         Self::new()
@@ -175,6 +216,7 @@ impl<T: Send> Inject<T> {
         Inject {
             len: AtomicUsize::new(0),
             closed: AtomicBool::new(false),
+            ring: Ring::new(),
             queue: Mutex::new(Backlog::new()),
         }
     }
@@ -206,8 +248,35 @@ impl<T: Send> Inject<T> {
     }
 
     /// Appends one task. `Err(task)` once the queue is closed.
+    ///
+    /// I5: without the lock into the ring while the backlog is empty; under
+    /// the lock into the backlog when the ring is full or the backlog already
+    /// holds tasks (so a task never overtakes an older one queued there).
     #[inline]
     pub fn push(&self, task: T) -> Result<(), T> {
+        // Relaxed: a stale "empty" can only come from a concurrent push or
+        // take, which leaves the two pushes unordered anyway.
+        // Broken: decides "open" from the flag before claiming; a close and
+        // its drain can run between the check and the claim.
+        #[cfg(magpie_broken = "inject_ring_close_by_flag")]
+        if self.is_closed() {
+            return Err(task);
+        }
+        let task = if self.len.load(Ordering::Relaxed) == 0 {
+            match self.ring.push(task) {
+                Ok(()) => return Ok(()),
+                Err(Refused::Closed(task)) => return Err(task),
+                Err(Refused::Full(task)) => task,
+            }
+        } else {
+            task
+        };
+        self.push_locked(task)
+    }
+
+    /// I5's second half: the backlog, under the lock.
+    #[cold]
+    fn push_locked(&self, task: T) -> Result<(), T> {
         let mut queue = self.lock();
         if self.closed_locked() {
             return Err(task);
@@ -235,12 +304,16 @@ impl<T: Send> Inject<T> {
         Ok(())
     }
 
-    /// Takes the oldest task.
+    /// Takes the oldest task: the ring's, else the backlog's. `None` also
+    /// when the only tasks are ring claims still being written.
     pub fn pop(&self) -> Option<T> {
         if self.is_empty() {
             return None;
         }
         let mut queue = self.lock();
+        if let Some(task) = self.ring.take(&mut *queue) {
+            return Some(task);
+        }
         let task = queue.pop_front();
         self.set_len(&queue);
         task
@@ -269,9 +342,11 @@ impl<T: Send> Inject<T> {
         #[cfg(magpie_broken = "inject_batch_from_stale_len")]
         let stale_len = self.len();
         let mut queue = self.lock();
-        // I3: size the batch from the length under the lock.
+        // I3: size the batch from the length under the lock: the backlog's is
+        // exact, the ring's may count claims still being written (then fewer
+        // tasks move, never more than are there).
         #[cfg(not(magpie_broken = "inject_batch_from_stale_len"))]
-        let len = queue.len();
+        let len = queue.len() + self.ring.len();
         // Broken: sizes the batch from a length read before the lock.
         #[cfg(magpie_broken = "inject_batch_from_stale_len")]
         let len = stale_len;
@@ -282,18 +357,35 @@ impl<T: Send> Inject<T> {
             .min(dst.remaining_slots() + 1)
             .min(MAX_GLOBAL_BATCH)
             .min(len);
-        // I4: the oldest task is returned; the next n - 1 go to dst.
-        let first = queue.pop_front()?;
-        queue.move_front_into(n - 1, dst);
+        // I4: the oldest task is returned; the next n - 1 go to dst, the
+        // ring's written tasks first (they are the older), then the
+        // backlog's.
+        let first = match self.ring.take(&mut *queue) {
+            Some(task) => task,
+            None => queue.pop_front()?,
+        };
+        let from_ring = self.ring.ready(&mut *queue, n - 1);
+        dst.push_back(RingTake {
+            ring: &self.ring,
+            locked: &mut *queue,
+            left: from_ring,
+        });
+        #[cfg(not(magpie_broken = "inject_batch_from_stale_len"))]
+        let from_backlog = (n - 1 - from_ring).min(queue.len());
+        // Broken: trusts the stale size, which may overdraw the backlog.
+        #[cfg(magpie_broken = "inject_batch_from_stale_len")]
+        let from_backlog = n - 1 - from_ring;
+        queue.move_front_into(from_backlog, dst);
         self.set_len(&queue);
-        Some((first, n - 1))
+        Some((first, from_ring + from_backlog))
     }
 
     /// Tasks queued, read without the lock (a snapshot).
     #[inline]
     pub fn len(&self) -> usize {
-        // Relaxed: a hint (see `set_len`).
-        self.len.load(Ordering::Relaxed)
+        // Relaxed: a hint (see `set_len`). The ring's part counts claims
+        // whose tasks are still being written.
+        self.len.load(Ordering::Relaxed) + self.ring.len()
     }
 
     /// Whether the queue looks empty (a snapshot; see [`Inject::len`]).
@@ -308,6 +400,9 @@ impl<T: Send> Inject<T> {
         if self.closed_locked() {
             return false;
         }
+        // J5: no ring claim succeeds after this; claims made before it are
+        // taken or drained like any queued task.
+        self.ring.close();
         // Release: pairs with the Acquire load in `is_closed`: a thread that
         // sees the flag sees every push that happened before the close.
         self.closed.store(true, Ordering::Release);
@@ -323,19 +418,26 @@ impl<T: Send> Inject<T> {
 
     /// Removes every task (for shutdown). The caller drops them, outside the
     /// lock.
+    ///
+    /// The ring's tasks come first (the older), including claims still being
+    /// written when `drain` starts: it waits for those (a producer between
+    /// its claim and its write holds no lock, so the wait is short).
     pub fn drain(&self) -> Vec<T> {
         let mut queue = self.lock();
-        let tasks = core::mem::replace(&mut *queue, Backlog::new());
+        let mut tasks = Vec::new();
+        self.ring.drain_into(&mut *queue, &mut tasks);
+        let backlog = core::mem::replace(&mut *queue, Backlog::new());
         self.set_len(&queue);
         drop(queue);
-        tasks.into_vec()
+        tasks.extend(backlog.into_vec());
+        tasks
     }
 }
 
 impl<T> fmt::Debug for Inject<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Inject")
-            .field("len", &self.len.load(Ordering::Relaxed))
+            .field("len", &(self.len.load(Ordering::Relaxed) + self.ring.len()))
             .field("closed", &self.closed.load(Ordering::Relaxed))
             .finish()
     }
@@ -344,7 +446,7 @@ impl<T> fmt::Debug for Inject<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::queue::{local, LOCAL_QUEUE_CAPACITY};
+    use crate::queue::{local, INJECT_RING_CAPACITY, LOCAL_QUEUE_CAPACITY};
 
     fn filled(n: u32) -> Inject<u32> {
         let inject = Inject::new();
@@ -484,6 +586,92 @@ mod tests {
         let mut expected: Vec<u32> = (0..110 + LINK_MIN as u32).collect();
         expected.push(999);
         assert_eq!(inject.drain(), expected);
+    }
+
+    #[test]
+    fn lone_pushes_past_the_ring_spill_to_the_backlog_and_stay_fifo() {
+        let inject = Inject::new();
+        let n = INJECT_RING_CAPACITY as u32 + 10;
+        for i in 0..n {
+            inject.push(i).unwrap();
+        }
+        assert_eq!(inject.ring.len(), INJECT_RING_CAPACITY);
+        assert_eq!(inject.lock().len(), 10, "the overflow went to the backlog");
+        assert_eq!(inject.len(), n as usize);
+        // While the backlog holds tasks, a lone push queues behind them even
+        // though the ring has room again.
+        assert_eq!(inject.pop(), Some(0));
+        inject.push(n).unwrap();
+        assert_eq!(inject.lock().len(), 11);
+        let (mut dst, _) = local();
+        let mut got = vec![0];
+        while let Some(task) = inject.pop_batch_into(&mut dst, 1) {
+            got.push(task);
+            got.extend(core::iter::from_fn(|| dst.pop()));
+        }
+        assert_eq!(got, (0..=n).collect::<Vec<_>>());
+        assert!(inject.is_empty());
+        // Empty again: lone pushes use the ring.
+        inject.push(7).unwrap();
+        assert_eq!(inject.ring.len(), 1);
+        assert_eq!(inject.lock().len(), 0);
+    }
+
+    #[test]
+    fn the_ring_wraps_around_many_laps_in_order() {
+        let inject = Inject::new();
+        let (mut dst, _) = local();
+        let mut next_in = 0u32;
+        let mut next_out = 0u32;
+        for round in 0..40 {
+            for _ in 0..(round % 5) * 40 + 1 {
+                inject.push(next_in).unwrap();
+                next_in += 1;
+            }
+            while let Some(task) = inject.pop_batch_into(&mut dst, 2) {
+                for t in core::iter::once(task).chain(core::iter::from_fn(|| dst.pop())) {
+                    assert_eq!(t, next_out);
+                    next_out += 1;
+                }
+            }
+        }
+        assert_eq!(next_out, next_in);
+        assert!(next_in as usize > 10 * INJECT_RING_CAPACITY, "many laps");
+    }
+
+    #[test]
+    fn close_refuses_ring_pushes_and_drain_returns_ring_then_backlog() {
+        let inject = Inject::new();
+        inject.push(0u32).unwrap();
+        inject.push(1).unwrap();
+        inject.push_batch([2, 3]).unwrap();
+        inject.push(4).unwrap(); // behind the backlog
+        assert!(inject.close());
+        assert_eq!(inject.push(5), Err(5));
+        assert_eq!(inject.len(), 5);
+        assert_eq!(inject.drain(), vec![0, 1, 2, 3, 4]);
+        assert!(inject.is_empty());
+        assert_eq!(inject.push(6), Err(6), "still closed after a drain");
+    }
+
+    #[test]
+    fn dropping_the_queue_drops_ring_and_backlog_tasks_once() {
+        use crate::queue::counted::Drops;
+        let drops = Drops::default();
+        {
+            let inject = Inject::new();
+            for i in 0..INJECT_RING_CAPACITY as u32 + 3 {
+                inject.push(drops.task(i)).unwrap();
+            }
+            let (mut dst, _) = local();
+            // Take a few so the ring's live region starts mid-way.
+            let first = inject.pop_batch_into(&mut dst, 64).expect("queued");
+            assert_eq!(first.id, 0);
+            drop(first);
+            while dst.pop().is_some() {}
+            assert!(drops.count() > 1);
+        }
+        assert_eq!(drops.count(), INJECT_RING_CAPACITY + 3);
     }
 
     #[test]

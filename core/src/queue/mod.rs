@@ -5,7 +5,7 @@
 //! | --- | --- | --- |
 //! | [`Local`] / [`Steal`] | the owning worker / every other worker | a fixed ring of [`LOCAL_QUEUE_CAPACITY`] slots with a two-half `head` (`{steal, real}`) and an owner-written `tail` |
 //! | [`LifoSlot`] | owner, stealers, remote pushers | one slot holding the newest task, plus the owner's `TRANSITIONING_TO_PARK` flag |
-//! | [`Inject`] | everyone | `Mutex<VecDeque<T>>` with a lock-free length and a closed flag |
+//! | [`Inject`] | everyone | a lock-free ring of [`INJECT_RING_CAPACITY`] slots for lone pushes, in front of a mutex-guarded backlog; a lock-free length and a closed flag |
 //!
 //! The protocols (each a list of numbered steps, with the reason for every
 //! ordering) are in `README.md` beside this file. The loom models that check
@@ -29,10 +29,12 @@
 //! ```
 
 mod inject;
+mod inject_ring;
 mod lifo;
 mod local;
 
 pub use inject::Inject;
+pub use inject_ring::INJECT_RING_CAPACITY;
 pub use lifo::LifoSlot;
 pub use local::{local, Local, Steal};
 
@@ -138,6 +140,11 @@ mod tests {
     #[test]
     fn local_queue_capacity_is_256() {
         assert_eq!(LOCAL_QUEUE_CAPACITY, 256);
+    }
+
+    #[test]
+    fn inject_ring_capacity_is_256() {
+        assert_eq!(INJECT_RING_CAPACITY, 256);
     }
 
     #[test]
