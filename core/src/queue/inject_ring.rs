@@ -15,15 +15,24 @@ use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::UnsafeCell;
 use crate::CachePadded;
 
-/// Slots in the ring: 256, or 2 under `cfg(loom)` so the model reaches "full"
-/// and "wrapped around" in a couple of pushes. A power of two (slot index =
-/// position & (capacity - 1)); pinned by `inject_ring_capacity_is_256`.
-#[cfg(not(loom))]
+/// Slots in the ring: 4096 (256 under Miri, 2 under `cfg(loom)`, so the
+/// model reaches "full" and "wrapped around" in a couple of pushes). A power
+/// of two (slot index = position & (capacity - 1)); pinned by
+/// `inject_ring_capacity_is_4096`. Sized from measurement (README.md, "The
+/// ring"): with 256 or 1024 slots an outside producer outran the workers
+/// often enough that its pushes fell back to the locked backlog. Miri runs
+/// the same protocol on a smaller ring because every queue test builds one
+/// and Miri pays for each slot.
+#[cfg(not(any(loom, miri)))]
+pub const INJECT_RING_CAPACITY: usize = 4096;
+
+/// Slots in the ring: 4096 (256 under Miri, 2 under `cfg(loom)`); see the
+/// non-loom definition.
+#[cfg(all(miri, not(loom)))]
 pub const INJECT_RING_CAPACITY: usize = 256;
 
-/// Slots in the ring: 256, or 2 under `cfg(loom)` so the model reaches "full"
-/// and "wrapped around" in a couple of pushes. A power of two (slot index =
-/// position & (capacity - 1)); pinned by `inject_ring_capacity_is_256`.
+/// Slots in the ring: 4096 (256 under Miri, 2 under `cfg(loom)`); see the
+/// non-loom definition.
 #[cfg(loom)]
 pub const INJECT_RING_CAPACITY: usize = 2;
 
