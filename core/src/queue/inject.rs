@@ -254,14 +254,14 @@ impl<T: Send> Inject<T> {
     /// holds tasks (so a task never overtakes an older one queued there).
     #[inline]
     pub fn push(&self, task: T) -> Result<(), T> {
-        // Relaxed: a stale "empty" can only come from a concurrent push or
-        // take, which leaves the two pushes unordered anyway.
         // Broken: decides "open" from the flag before claiming; a close and
         // its drain can run between the check and the claim.
         #[cfg(magpie_broken = "inject_ring_close_by_flag")]
         if self.is_closed() {
             return Err(task);
         }
+        // Relaxed: a stale "empty" can only come from a concurrent push or
+        // take, which leaves the two pushes unordered anyway.
         let task = if self.len.load(Ordering::Relaxed) == 0 {
             match self.ring.push(task) {
                 Ok(()) => return Ok(()),
