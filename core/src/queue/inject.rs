@@ -47,7 +47,7 @@ const LINK_MIN: usize = 64;
 /// linked in O(1) instead of being copied under the lock (and instead of
 /// making a big backlog reallocate under the lock); if the tail holds tasks
 /// it is linked first, to keep the order.
-struct Backlog<T> {
+pub(super) struct Backlog<T> {
     linked: VecDeque<VecDeque<T>>,
     tail: VecDeque<T>,
     len: usize,
@@ -107,11 +107,12 @@ impl<T> Backlog<T> {
     }
 
     /// The oldest `n` tasks (`n <= len`), taken one at a time as the iterator
-    /// advances (across linked batches and into the tail).
-    fn take_front(&mut self, n: usize) -> TakeFront<'_, T> {
+    /// advances (across linked batches and into the tail). Tasks not taken
+    /// when it drops stay queued.
+    fn take_front(&mut self, n: usize) -> Counted<impl FnMut() -> Option<T> + '_> {
         debug_assert!(n <= self.len);
-        TakeFront {
-            backlog: self,
+        Counted {
+            next: move || self.pop_front(),
             left: n,
         }
     }
@@ -147,13 +148,15 @@ impl<T: Send> Backlog<T> {
     }
 }
 
-/// See [`Backlog::take_front`]. Tasks not taken when it drops stay queued.
-struct TakeFront<'a, T> {
-    backlog: &'a mut Backlog<T>,
+/// Exactly `left` items from `next`, as the `ExactSizeIterator` that
+/// `Local::push_back` takes. The caller has counted them with the lock held
+/// (the backlog's length, or `Ring::ready`), so `next` yields every one.
+struct Counted<F> {
+    next: F,
     left: usize,
 }
 
-impl<T> Iterator for TakeFront<'_, T> {
+impl<T, F: FnMut() -> Option<T>> Iterator for Counted<F> {
     type Item = T;
 
     #[inline]
@@ -162,7 +165,9 @@ impl<T> Iterator for TakeFront<'_, T> {
             return None;
         }
         self.left -= 1;
-        self.backlog.pop_front()
+        let item = (self.next)();
+        debug_assert!(item.is_some(), "counted a task that is not there");
+        item
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -170,39 +175,7 @@ impl<T> Iterator for TakeFront<'_, T> {
     }
 }
 
-impl<T> ExactSizeIterator for TakeFront<'_, T> {}
-
-/// The ring's oldest `left` tasks, all written (`Ring::ready` counted them
-/// with the lock held, so none can disappear before we take them).
-struct RingTake<'a, T> {
-    ring: &'a Ring<T>,
-    locked: &'a mut Backlog<T>,
-    left: usize,
-}
-
-impl<T> Iterator for RingTake<'_, T> {
-    type Item = T;
-
-    #[inline]
-    fn next(&mut self) -> Option<T> {
-        if self.left == 0 {
-            return None;
-        }
-        self.left -= 1;
-        let task = self.ring.take(self.locked);
-        debug_assert!(
-            task.is_some(),
-            "Ring::ready counted a task that is not there"
-        );
-        task
-    }
-
-    fn size_hint(&self) -> (usize, Option<usize>) {
-        (self.left, Some(self.left))
-    }
-}
-
-impl<T> ExactSizeIterator for RingTake<'_, T> {}
+impl<T, F: FnMut() -> Option<T>> ExactSizeIterator for Counted<F> {}
 
 impl<T: Send> Default for Inject<T> {
     fn default() -> Self {
@@ -365,9 +338,10 @@ impl<T: Send> Inject<T> {
             None => queue.pop_front()?,
         };
         let from_ring = self.ring.ready(&mut *queue, n - 1);
-        dst.push_back(RingTake {
-            ring: &self.ring,
-            locked: &mut *queue,
+        let ring = &self.ring;
+        let locked = &mut *queue;
+        dst.push_back(Counted {
+            next: || ring.take(locked),
             left: from_ring,
         });
         #[cfg(not(magpie_broken = "inject_batch_from_stale_len"))]
@@ -378,20 +352,6 @@ impl<T: Send> Inject<T> {
         queue.move_front_into(from_backlog, dst);
         self.set_len(&queue);
         Some((first, from_ring + from_backlog))
-    }
-
-    /// Tasks queued, read without the lock (a snapshot).
-    #[inline]
-    pub fn len(&self) -> usize {
-        // Relaxed: a hint (see `set_len`). The ring's part counts claims
-        // whose tasks are still being written.
-        self.len.load(Ordering::Relaxed) + self.ring.len()
-    }
-
-    /// Whether the queue looks empty (a snapshot; see [`Inject::len`]).
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Closes the queue: every later push fails. `true` if this call closed it.
@@ -434,10 +394,26 @@ impl<T: Send> Inject<T> {
     }
 }
 
+impl<T> Inject<T> {
+    /// Tasks queued, read without the lock (a snapshot).
+    #[inline]
+    pub fn len(&self) -> usize {
+        // Relaxed: a hint (see `set_len`). The ring's part counts claims
+        // whose tasks are still being written.
+        self.len.load(Ordering::Relaxed) + self.ring.len()
+    }
+
+    /// Whether the queue looks empty (a snapshot; see [`Inject::len`]).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 impl<T> fmt::Debug for Inject<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Inject")
-            .field("len", &(self.len.load(Ordering::Relaxed) + self.ring.len()))
+            .field("len", &self.len())
             .field("closed", &self.closed.load(Ordering::Relaxed))
             .finish()
     }

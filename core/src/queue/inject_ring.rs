@@ -11,6 +11,7 @@
 
 use core::mem::MaybeUninit;
 
+use super::inject::Backlog;
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::UnsafeCell;
 use crate::CachePadded;
@@ -169,9 +170,9 @@ impl<T> Ring<T> {
     /// written (the caller looks elsewhere and comes back).
     ///
     /// The caller must hold the inject queue's lock: it makes this the ring's
-    /// only consumer. `_locked` is the proof.
+    /// only consumer. `_locked`, the lock's contents, is the proof.
     #[inline]
-    pub(super) fn take<B>(&self, _locked: &mut B) -> Option<T> {
+    pub(super) fn take(&self, _locked: &mut Backlog<T>) -> Option<T> {
         // Relaxed: only lock holders write `head`, and the lock orders them.
         let pos = self.head.load(Ordering::Relaxed);
         let slot = self.slot(pos);
@@ -194,7 +195,7 @@ impl<T> Ring<T> {
     /// How many of the oldest tasks, up to `max`, are written and can be
     /// taken now. With the lock held the answer cannot shrink: only the
     /// lock holder takes.
-    pub(super) fn ready<B>(&self, _locked: &mut B, max: usize) -> usize {
+    pub(super) fn ready(&self, _locked: &mut Backlog<T>, max: usize) -> usize {
         let head = self.head.load(Ordering::Relaxed);
         (0..max as u64)
             .take_while(|&i| {
@@ -239,7 +240,7 @@ impl<T> Ring<T> {
     /// Takes every task claimed so far, waiting for claims still being
     /// written (a producer between J1's CAS and J2 finishes without any lock,
     /// so the wait is short). Lock held, as for `take`.
-    pub(super) fn drain_into<B>(&self, locked: &mut B, out: &mut Vec<T>) {
+    pub(super) fn drain_into(&self, locked: &mut Backlog<T>, out: &mut Vec<T>) {
         let end = self.claimed();
         let mut backoff = super::Backoff::default();
         while self.head.load(Ordering::Relaxed) != end {
