@@ -7,7 +7,7 @@
 #   RUNS  hyperfine runs per command (default 5)
 #   ROUNDS (env) alternating rounds of magpie/kingfisher/ripgrep (default 7)
 #
-# Needs: target/release/scan and scan-plant (cargo build --release -p scan),
+# Needs: target/release/scan and scan-plant (cargo build --release -p scan -p scan-plant),
 # hyperfine, rg, python3, and kingfisher at $KINGFISHER (default
 # /work/peers/kingfisher/bin/kingfisher; `pip download --no-deps
 # kingfisher-bin` and unzip the wheel to get it).

@@ -8,7 +8,6 @@
 pub mod archive;
 pub mod chunk;
 pub mod cli;
-pub mod corpus;
 pub mod pipeline;
 pub mod pool;
 pub mod report;

@@ -9,7 +9,7 @@ mod e2e_common;
 use std::collections::BTreeSet;
 
 use e2e_common::*;
-use scan::corpus::{generate, GroundTruth, GROUND_TRUTH};
+use scan_plant::{generate, GroundTruth, GROUND_TRUTH};
 
 /// (path below the corpus root, line, column, offset, rule, secret)
 type Key = (String, u64, u64, u64, String, String);
@@ -53,7 +53,7 @@ fn reported(run: &Run) -> BTreeSet<Key> {
 
 fn check_corpus(seed: u64, chunk: &str) {
     let dir = tempdir();
-    let truth = generate(dir.path(), seed, scan::corpus::DEFAULT_FILES).unwrap();
+    let truth = generate(dir.path(), seed, scan_plant::DEFAULT_FILES).unwrap();
     let run = scan_in(
         dir.path(),
         ["--format", "json", "--metrics", "--chunk-size", chunk, "."],

@@ -114,7 +114,7 @@ fn documentation_keys_and_placeholders_are_not_reported() {
         "password = os.environ[\"DB_PASSWORD\"]",
         "token = self.tokenizer.next_token_value()",
     ];
-    for line in scan::corpus::PLACEHOLDER_DECOYS.iter().chain(&extra) {
+    for line in scan_plant::PLACEHOLDER_DECOYS.iter().chain(&extra) {
         let found = describe(&rs, line, &scan_all(&rs, line));
         assert!(found.is_empty(), "{line:?} -> {found:?}");
     }

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::io::Read;
 
 use scan::chunk::{plan_in_memory, Locator, CHUNK_SIZE};
-use scan::corpus::build;
 use scan::rules::{RuleSet, Scratch};
+use scan_plant::build;
 
 /// (path, line, rule, secret)
 type Key = (String, u64, String, String);
@@ -66,7 +66,7 @@ fn the_same_seed_builds_byte_identical_corpora() {
 #[test]
 fn every_planted_secret_is_found_and_no_decoy_or_other_text_is() {
     let rs = RuleSet::builtin();
-    let (tree, truth) = build(7, scan::corpus::DEFAULT_FILES).unwrap();
+    let (tree, truth) = build(7, scan_plant::DEFAULT_FILES).unwrap();
     // Every rule is planted, in every family, and some in each placement.
     let rules: BTreeSet<&str> = truth.secrets.iter().map(|s| s.rule.as_str()).collect();
     assert_eq!(rules.len(), rs.len());

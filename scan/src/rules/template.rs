@@ -1,6 +1,6 @@
 //! Generator templates: a tiny language that synthesises fresh random
 //! secrets in a rule's format, used by the tests and the planted-secret
-//! corpus (`scan-plant`).
+//! corpus (`scan-plant`, in `tools/scan-plant`).
 //!
 //! A template is literal text with placeholders:
 //!

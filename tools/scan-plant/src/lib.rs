@@ -7,15 +7,16 @@
 //! Same seed, same bytes: the generator draws everything from one
 //! [`Rng`], iterates in a fixed order, and writes archives with fixed
 //! timestamps and modes.
+#![forbid(unsafe_code)]
 
 use std::io::Write;
 use std::path::Path;
 
 use serde::Serialize;
 
-use crate::chunk::CHUNK_SIZE;
-use crate::rules::template::{render, Rng};
-use crate::rules::{RuleId, RuleSet};
+use scan::chunk::CHUNK_SIZE;
+use scan::rules::template::{render, Rng};
+use scan::rules::{RuleId, RuleSet};
 
 /// Name of the ground-truth file written at the corpus root.
 pub const GROUND_TRUTH: &str = "ground-truth.json";

@@ -1,6 +1,6 @@
 //! `scan-plant OUT_DIR --seed N [--files K]`: writes a reproducible corpus
 //! of realistic files with planted synthetic secrets and decoys, and
-//! `OUT_DIR/ground-truth.json` (see `scan::corpus`).
+//! `OUT_DIR/ground-truth.json` (see the `scan_plant` library).
 //!
 //! `scan-plant --list-rules` prints the built-in rule table (RULES.md).
 //!
@@ -153,7 +153,7 @@ fn main() -> ExitCode {
     }
     let mut out = None;
     let mut seed = None;
-    let mut files = scan::corpus::DEFAULT_FILES;
+    let mut files = scan_plant::DEFAULT_FILES;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -172,7 +172,7 @@ fn main() -> ExitCode {
     let (Some(out), Some(seed)) = (out, seed) else {
         return usage();
     };
-    match scan::corpus::generate(&out, seed, files) {
+    match scan_plant::generate(&out, seed, files) {
         Ok(t) => {
             println!(
                 "{}: {} files, {} planted secrets ({} rules), {} decoys",
