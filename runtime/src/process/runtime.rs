@@ -87,6 +87,8 @@ struct Meta {
     close_pending: bool,
     cancel_delivered: bool,
     started: bool,
+    /// How the last step ended: `Yield` (keep running) means the next entry
+    /// steps even with no events.
     last_wait: Wait,
     /// Futures waiting for room in this bounded mailbox.
     send_waiters: Vec<Waker>,
@@ -1494,11 +1496,13 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
     }
     if events.is_empty() && !first {
         // A spare wake (the event was taken by the step before): back to
-        // sleep as it was.
+        // sleep as it was, unless the last step asked to keep running.
         let wait = lock(&cell.meta).last_wait;
-        finish(w, &cell, token, wait);
-        w.events = events;
-        return;
+        if wait != Wait::Yield {
+            finish(w, &cell, token, wait);
+            w.events = events;
+            return;
+        }
     }
     Counters::add(&inner.counters.steps, 1);
     Counters::add(&inner.counters.events, events.len() as u64);
@@ -1562,9 +1566,7 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
                     Status::Running => Wait::Yield,
                     _ => Wait::Idle,
                 };
-                if wait != Wait::Yield {
-                    lock(&cell.meta).last_wait = wait;
-                }
+                lock(&cell.meta).last_wait = wait;
                 let wait = if budget_hit { Wait::Yield } else { wait };
                 finish(w, &cell, token, wait);
             }
