@@ -58,6 +58,7 @@ use std::time::Duration;
 
 mod runtime;
 
+pub use runtime::sim;
 pub use runtime::{
     Builder, Completer, Handler, ProcessHandle, ProcessRuntime, ReplyTo, Request, SendWait,
     ShutdownReport, StepOutput,

@@ -43,6 +43,8 @@ pub const DEFAULT_EVENT_BUDGET: usize = 64;
 /// Steps between two looks at the timer wheel.
 const TIMER_CHECK_INTERVAL: u32 = 61;
 
+pub mod sim;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -198,6 +200,9 @@ pub(crate) struct Inner<M: Send + 'static> {
     park_timeout: Duration,
 }
 
+/// What one worker owns from the start: its ring and its parker.
+type WorkerParts<M> = (Local<Arc<Cell<M>>>, Parker);
+
 /// Where a process woken by the current operation goes: the current
 /// worker's queues (`Local`, collected and pushed after the step, the first
 /// into the LIFO slot), or the global queue (`Remote`).
@@ -207,6 +212,41 @@ enum Sink<'a, M: Send + 'static> {
 }
 
 impl<M: Send + 'static> Inner<M> {
+    /// The shared state and, per worker, the parts it owns.
+    fn new(b: &Builder<M>) -> (Arc<Self>, Vec<WorkerParts<M>>) {
+        let (sched, owned) = Shared::new(b.workers, 4, LifoMode::Owner, LocalMode::Ring);
+        let inner = Arc::new(Inner {
+            sched,
+            registry: Mutex::new(Registry {
+                slots: Vec::new(),
+                free: Vec::new(),
+                names: HashMap::new(),
+                open: 0,
+                accepting: true,
+            }),
+            all_closed: Condvar::new(),
+            handlers: b.handlers.clone(),
+            driver: if b.start_paused {
+                Driver::new_paused()
+            } else {
+                Driver::new()
+            },
+            budget: b.budget,
+            counters: Counters::default(),
+            spin_iters: b.spin_iters,
+            park_timeout: b.park_timeout,
+        });
+        // A timer that became the earliest wakes a parked worker so it
+        // re-computes its sleep. Weak: the driver lives inside `inner`.
+        let weak = Arc::downgrade(&inner);
+        inner.driver.set_unparker(move || {
+            if let Some(inner) = weak.upgrade() {
+                inner.sched.notify_parked();
+            }
+        });
+        (inner, owned)
+    }
+
     fn schedule(&self, cell: Arc<Cell<M>>, sink: &mut Sink<'_, M>) {
         match sink {
             Sink::Local(v) => v.push(cell),
@@ -997,34 +1037,7 @@ impl<M: Send + 'static> ProcessRuntime<M> {
     }
 
     fn start(b: Builder<M>) -> io::Result<Self> {
-        let (sched, owned) = Shared::new(b.workers, 4, LifoMode::Owner, LocalMode::Ring);
-        let inner = Arc::new(Inner {
-            sched,
-            registry: Mutex::new(Registry {
-                slots: Vec::new(),
-                free: Vec::new(),
-                names: HashMap::new(),
-                open: 0,
-                accepting: true,
-            }),
-            all_closed: Condvar::new(),
-            handlers: b.handlers,
-            driver: if b.start_paused {
-                Driver::new_paused()
-            } else {
-                Driver::new()
-            },
-            budget: b.budget,
-            counters: Counters::default(),
-            spin_iters: b.spin_iters,
-            park_timeout: b.park_timeout,
-        });
-        let weak = Arc::downgrade(&inner);
-        inner.driver.set_unparker(move || {
-            if let Some(inner) = weak.upgrade() {
-                inner.sched.notify_parked();
-            }
-        });
+        let (inner, owned) = Inner::new(&b);
         let handle = ProcessHandle { inner };
         let mut threads = Vec::with_capacity(b.workers);
         for (id, (local, parker)) in owned.into_iter().enumerate() {
@@ -1353,6 +1366,27 @@ struct ProcWorker<M: Send + 'static> {
     steps_since_timers: u32,
 }
 
+impl<M: Send + 'static> ProcWorker<M> {
+    fn new(
+        inner: &Arc<Inner<M>>,
+        id: usize,
+        local: Local<Arc<Cell<M>>>,
+        parker: Parker,
+        seed: u64,
+        clock: sched::ClockFn,
+    ) -> Self {
+        ProcWorker {
+            core: Core::new(&inner.sched, id, local, parker, clock),
+            rng: XorShift64::new(seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            metrics: WorkerMetrics::default(),
+            inner: inner.clone(),
+            events: Vec::new(),
+            woken: Vec::new(),
+            steps_since_timers: 0,
+        }
+    }
+}
+
 impl<M: Send + 'static> Worker for ProcWorker<M> {
     type Task = Arc<Cell<M>>;
 
@@ -1381,15 +1415,7 @@ fn worker_main<M: Send + 'static>(
 ) -> WorkerMetrics {
     let _time = crate::time::enter(&inner.driver);
     let previous_id = worker_id::set_current_worker_id(Some(id));
-    let mut w = ProcWorker {
-        core: Core::new(&inner.sched, id, local, parker, monotonic_ns),
-        rng: XorShift64::new(seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-        metrics: WorkerMetrics::default(),
-        inner: inner.clone(),
-        events: Vec::new(),
-        woken: Vec::new(),
-        steps_since_timers: 0,
-    };
+    let mut w = ProcWorker::new(&inner, id, local, parker, seed, monotonic_ns);
     if sched::enter(&mut w) {
         run_loop(&mut w);
     }
