@@ -116,10 +116,12 @@ impl Proc {
         // two of them at once would be the bug.
         self.closes.fetch_add(1, Ordering::Relaxed);
         self.completions.fetch_add(1, Ordering::Relaxed);
-        self.complete.store(true, Ordering::Release);
         s.complete(|_| {
             self.drained.fetch_add(1, Ordering::Relaxed);
         });
+        // After `complete` returned: the process has exited. Release pairs
+        // with the Acquire loads of the models' senders.
+        self.complete.store(true, Ordering::Release);
     }
 
     /// Runs the entry this thread holds, and every requeue it causes, with
@@ -336,7 +338,7 @@ fn send_racing_exit_is_refused_or_accepted_never_lost_unseen() {
             thread::spawn(move || p.run_entry(|_, _| None))
         };
         let saw_exit = p.complete.load(Ordering::Acquire);
-        let r = p.mailbox.send(Msg::new(3, &p.drops), Some(4));
+        let r = p.mailbox.send(Msg::new(3, &p.drops), None);
         let accepted = match r {
             Ok(sent) => {
                 // The process completes in its first step and never waits,
@@ -354,12 +356,20 @@ fn send_racing_exit_is_refused_or_accepted_never_lost_unseen() {
             assert!(!accepted, "a send after the exit was accepted");
         }
         worker.join().unwrap();
+        // A send after the exit (ordered by the join) is refused and hands
+        // the message back.
+        let late = p.mailbox.send(Msg::new(4, &p.drops), None);
+        match late {
+            Err(refused) => assert_eq!(refused.reason, Refusal::Closed),
+            Ok(_) => panic!("a send after the exit was accepted"),
+        }
         // The worker's clone went with its thread: this is the last one.
         let (popped, drained, drops) = (p.n(&p.popped), p.n(&p.drained), p.drops.clone());
         drop(p);
         // Accepted: popped by the step, drained at completion, or dropped
-        // with the mailbox. Either way exactly one drop.
-        assert_eq!(drops.load(Ordering::Relaxed), 1);
+        // with the mailbox; refused: handed back and dropped here. Either
+        // way exactly one drop per message (the racing one and the late one).
+        assert_eq!(drops.load(Ordering::Relaxed), 2);
         assert!(popped + drained <= usize::from(accepted));
     });
 }

@@ -156,6 +156,7 @@ impl<T: Send> Mailbox<T> {
                 // against `close` (its Release/Acquire pair is the CLOSED bit
                 // itself: whichever RMW comes second sees the other).
                 let prev = self.admission.fetch_add(1, Ordering::AcqRel);
+                // broken variant `admit_ignores_closed`: this check is gone.
                 #[cfg(not(magpie_broken = "admit_ignores_closed"))]
                 if prev & CLOSED != 0 {
                     // Nothing to undo: the count is meaningless once closed.
@@ -169,7 +170,12 @@ impl<T: Send> Mailbox<T> {
                 let r = self
                     .admission
                     .fetch_update(Ordering::AcqRel, Ordering::Acquire, |a| {
-                        if a & CLOSED != 0 || a & COUNT_MASK >= bound {
+                        #[cfg(not(magpie_broken = "admit_ignores_closed"))]
+                        let closed = a & CLOSED != 0;
+                        // broken: CLOSED is not looked at.
+                        #[cfg(magpie_broken = "admit_ignores_closed")]
+                        let closed = false;
+                        if closed || a & COUNT_MASK >= bound {
                             None
                         } else {
                             Some(a + 1)
