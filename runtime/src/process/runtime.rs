@@ -22,6 +22,7 @@ use magpie_core::process::{
 use magpie_core::queue::Local;
 use magpie_core::rng::XorShift64;
 use magpie_core::sync::atomic::{AtomicU64, Ordering};
+use magpie_core::CachePadded;
 
 use super::{
     Command, CommandError, CompleteError, Event, ExitNotice, ExitReason, Outcome, Pid, Process,
@@ -42,6 +43,8 @@ use crate::worker_id;
 pub const DEFAULT_EVENT_BUDGET: usize = 64;
 /// Steps between two looks at the timer wheel.
 const TIMER_CHECK_INTERVAL: u32 = 61;
+/// Cells a worker keeps for its processes' sends before it forgets them all.
+const SEND_CACHE: usize = 256;
 
 pub mod sim;
 
@@ -195,7 +198,10 @@ pub(crate) struct Inner<M: Send + 'static> {
     handlers: HashMap<String, Handler<M>>,
     driver: Driver,
     budget: usize,
-    counters: Counters,
+    /// One set per worker plus one (last) for every other thread, each on
+    /// its own cache line: a worker's hot counters never share a line with
+    /// another worker's.
+    counters: Box<[CachePadded<Counters>]>,
     spin_iters: u32,
     park_timeout: Duration,
 }
@@ -207,7 +213,8 @@ type WorkerParts<M> = (Local<Arc<Cell<M>>>, Parker);
 /// worker's queues (`Local`, collected and pushed after the step, the first
 /// into the LIFO slot), or the global queue (`Remote`).
 enum Sink<'a, M: Send + 'static> {
-    Local(&'a mut Vec<Arc<Cell<M>>>),
+    /// The worker's woken list and its id.
+    Local(&'a mut Vec<Arc<Cell<M>>>, usize),
     Remote,
 }
 
@@ -232,7 +239,9 @@ impl<M: Send + 'static> Inner<M> {
                 Driver::new()
             },
             budget: b.budget,
-            counters: Counters::default(),
+            counters: (0..=b.workers)
+                .map(|_| CachePadded::new(Counters::default()))
+                .collect(),
             spin_iters: b.spin_iters,
             park_timeout: b.park_timeout,
         });
@@ -247,9 +256,22 @@ impl<M: Send + 'static> Inner<M> {
         (inner, owned)
     }
 
+    /// The counters of the thread behind `sink`.
+    fn ctr<'s>(&'s self, sink: &Sink<'_, M>) -> &'s Counters {
+        match sink {
+            Sink::Local(_, id) => &self.counters[*id],
+            Sink::Remote => self.shared_ctr(),
+        }
+    }
+
+    /// The counters of threads that are not workers (and of rare events).
+    fn shared_ctr(&self) -> &Counters {
+        &self.counters[self.counters.len() - 1]
+    }
+
     fn schedule(&self, cell: Arc<Cell<M>>, sink: &mut Sink<'_, M>) {
         match sink {
-            Sink::Local(v) => v.push(cell),
+            Sink::Local(v, _) => v.push(cell),
             Sink::Remote => self.schedule_remote(cell),
         }
     }
@@ -284,9 +306,12 @@ impl<M: Send + 'static> Inner<M> {
         let bound = if bounded { cell.bound } else { None };
         match cell.mailbox.send(event, bound) {
             Ok(sent) => {
-                self.counters
-                    .high_water
-                    .fetch_max(sent.depth, Ordering::Relaxed);
+                // A load first: the high-water line is written only when
+                // the mark moves.
+                let c = self.ctr(sink);
+                if sent.depth > c.high_water.load(Ordering::Relaxed) {
+                    c.high_water.fetch_max(sent.depth, Ordering::Relaxed);
+                }
                 if sent.schedule {
                     self.schedule(cell.clone(), sink);
                 }
@@ -304,21 +329,31 @@ impl<M: Send + 'static> Inner<M> {
         sink: &mut Sink<'_, M>,
     ) -> Result<(), SendError<M>> {
         let Some(cell) = self.lookup(to) else {
-            Counters::add(&self.counters.refused, 1);
+            Counters::add(&self.ctr(sink).refused, 1);
             return Err(SendError::NoProcess(msg));
         };
+        self.send_to_cell(from, &cell, msg, sink)
+    }
+
+    fn send_to_cell(
+        &self,
+        from: Option<Pid>,
+        cell: &Arc<Cell<M>>,
+        msg: M,
+        sink: &mut Sink<'_, M>,
+    ) -> Result<(), SendError<M>> {
         let ev = Event::Message {
             from,
             msg,
             reply: None,
         };
-        match self.deliver(&cell, ev, true, sink) {
+        match self.deliver(cell, ev, true, sink) {
             Ok(()) => {
-                Counters::add(&self.counters.sent, 1);
+                Counters::add(&self.ctr(sink).sent, 1);
                 Ok(())
             }
             Err((ev, reason)) => {
-                Counters::add(&self.counters.refused, 1);
+                Counters::add(&self.ctr(sink).refused, 1);
                 let Event::Message { msg, .. } = ev else {
                     unreachable!("the refused event is the one sent")
                 };
@@ -452,7 +487,7 @@ impl<M: Send + 'static> Inner<M> {
         if let Some(parent) = parent {
             lock(&parent.meta).live_children += 1;
         }
-        Counters::add(&self.counters.spawned, 1);
+        Counters::add(&self.shared_ctr().spawned, 1);
         // A new mailbox is READY: this is its one run-queue entry.
         self.schedule(cell, sink);
         Ok(pid)
@@ -555,7 +590,7 @@ impl<M: Send + 'static> Inner<M> {
         let Some(mut body) = body else { return };
         let _ = panic::catch_unwind(AssertUnwindSafe(|| body.close()));
         drop(body);
-        Counters::add(&self.counters.closed, 1);
+        Counters::add(&self.shared_ctr().closed, 1);
         let mut reg = lock(&self.registry);
         let idx = cell.pid.index as usize;
         let slot = &mut reg.slots[idx];
@@ -572,21 +607,22 @@ impl<M: Send + 'static> Inner<M> {
     }
 
     fn metrics(&self) -> ProcessMetrics {
-        let c = &self.counters;
-        let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        ProcessMetrics {
-            spawned: r(&c.spawned),
-            completed: r(&c.completed),
-            failed: r(&c.failed),
-            panicked: r(&c.panicked),
-            forced: r(&c.forced),
-            steps: r(&c.steps),
-            events: r(&c.events),
-            sent: r(&c.sent),
-            refused: r(&c.refused),
-            mailbox_high_water: r(&c.high_water),
-            closed: r(&c.closed),
+        let mut m = ProcessMetrics::default();
+        for c in self.counters.iter() {
+            let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            m.spawned += r(&c.spawned);
+            m.completed += r(&c.completed);
+            m.failed += r(&c.failed);
+            m.panicked += r(&c.panicked);
+            m.forced += r(&c.forced);
+            m.steps += r(&c.steps);
+            m.events += r(&c.events);
+            m.sent += r(&c.sent);
+            m.refused += r(&c.refused);
+            m.mailbox_high_water = m.mailbox_high_water.max(r(&c.high_water));
+            m.closed += r(&c.closed);
         }
+        m
     }
 }
 
@@ -602,6 +638,9 @@ pub struct StepOutput<'a, M: Send + 'static> {
     cell: &'a Arc<Cell<M>>,
     inner: &'a Arc<Inner<M>>,
     woken: &'a mut Vec<Arc<Cell<M>>>,
+    /// The worker's id (its counters) and its cache of PIDs it sent to.
+    worker: usize,
+    cache: &'a mut HashMap<Pid, Arc<Cell<M>>>,
     commands: Vec<(Tag, Command<M>)>,
     status: Status<M>,
 }
@@ -660,9 +699,32 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
     /// Sends `msg` to `to` now. Refused at once if `to` has ended or its
     /// bounded mailbox is full (a step never waits).
     pub fn send(&mut self, to: Pid, msg: M) -> Result<(), SendError<M>> {
-        let mut sink = Sink::Local(self.woken);
-        self.inner
-            .send_message(Some(self.cell.pid), to, msg, &mut sink)
+        // The worker keeps the cells it sent to, so a conversation does not
+        // take the registry lock per message. A cached cell of a process that
+        // has ended refuses at its admission word (CLOSED is set before the
+        // registry marks the exit), so the cache never delivers to a dead
+        // process, and a cell is one process: a reused slot is a new cell.
+        let cell = match self.cache.get(&to) {
+            Some(cell) => cell,
+            None => {
+                let Some(cell) = self.inner.lookup(to) else {
+                    Counters::add(&self.inner.counters[self.worker].refused, 1);
+                    return Err(SendError::NoProcess(msg));
+                };
+                if self.cache.len() >= SEND_CACHE {
+                    self.cache.clear();
+                }
+                self.cache.entry(to).or_insert(cell)
+            }
+        };
+        let mut sink = Sink::Local(self.woken, self.worker);
+        let r = self
+            .inner
+            .send_to_cell(Some(self.cell.pid), cell, msg, &mut sink);
+        if let Err(SendError::NoProcess(_)) = &r {
+            self.cache.remove(&to);
+        }
+        r
     }
 
     /// Requests cancellation of `pid` (it gets [`Event::Cancel`]).
@@ -670,7 +732,7 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
         let Some(cell) = self.inner.lookup(pid) else {
             return false;
         };
-        let mut sink = Sink::Local(self.woken);
+        let mut sink = Sink::Local(self.woken, self.worker);
         self.inner.cancel_cell(&cell, &mut sink);
         true
     }
@@ -717,7 +779,7 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
                     relation,
                     value: None,
                 });
-                let mut sink = Sink::Local(self.woken);
+                let mut sink = Sink::Local(self.woken, self.worker);
                 let _ = self.inner.deliver(self.cell, ev, false, &mut sink);
             }
         }
@@ -1169,7 +1231,7 @@ impl<M: Send + 'static> ProcessRuntime<M> {
                 Ok(token) => {
                     token.complete(drop);
                     lock(&cell.meta).exited = Some(ExitReason::Forced);
-                    Counters::add(&inner.counters.forced, 1);
+                    Counters::add(&inner.shared_ctr().forced, 1);
                     inner.run_close(&cell);
                     report.forced.push(cell.pid);
                 }
@@ -1325,7 +1387,7 @@ impl<M: Send + 'static> Future for SendWait<M> {
             panic!("SendWait polled after it finished");
         };
         let Some(cell) = self.inner.lookup(self.to) else {
-            Counters::add(&self.inner.counters.refused, 1);
+            Counters::add(&self.inner.shared_ctr().refused, 1);
             return Poll::Ready(Err(SendError::NoProcess(msg)));
         };
         let msg = match self
@@ -1363,6 +1425,7 @@ struct ProcWorker<M: Send + 'static> {
     inner: Arc<Inner<M>>,
     events: Vec<Event<M>>,
     woken: Vec<Arc<Cell<M>>>,
+    cache: HashMap<Pid, Arc<Cell<M>>>,
     steps_since_timers: u32,
 }
 
@@ -1382,6 +1445,7 @@ impl<M: Send + 'static> ProcWorker<M> {
             inner: inner.clone(),
             events: Vec::new(),
             woken: Vec::new(),
+            cache: HashMap::new(),
             steps_since_timers: 0,
         }
     }
@@ -1488,6 +1552,7 @@ fn until_next_timer(driver: &Driver) -> Option<Duration> {
 /// Runs one process entry: one step (README.md, "Worker").
 fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
     let inner = w.inner.clone();
+    let id = w.core.id;
     // 1. READY -> RUNNING, or a stale entry.
     let Some(mut token) = cell.mailbox.transition_to_running() else {
         return;
@@ -1530,15 +1595,18 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
             return;
         }
     }
-    Counters::add(&inner.counters.steps, 1);
-    Counters::add(&inner.counters.events, events.len() as u64);
+    Counters::add(&inner.counters[id].steps, 1);
+    Counters::add(&inner.counters[id].events, events.len() as u64);
     // 3. Step.
     let mut woken = std::mem::take(&mut w.woken);
+    let mut cache = std::mem::take(&mut w.cache);
     let (result, commands, status) = {
         let mut out = StepOutput {
             cell: &cell,
             inner: &inner,
             woken: &mut woken,
+            worker: id,
+            cache: &mut cache,
             commands: Vec::new(),
             status: Status::Idle,
         };
@@ -1552,12 +1620,13 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
     };
     events.clear();
     w.events = events;
+    w.cache = cache;
     // 4. Dispatch, then end the step.
-    let mut sink = Sink::Local(&mut woken);
+    let mut sink = Sink::Local(&mut woken, id);
     match result {
         Err(payload) => {
-            Counters::add(&inner.counters.failed, 1);
-            Counters::add(&inner.counters.panicked, 1);
+            Counters::add(&inner.counters[id].failed, 1);
+            Counters::add(&inner.counters[id].panicked, 1);
             drop(commands);
             end_process(
                 &inner,
@@ -1570,7 +1639,7 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
         }
         Ok(()) => match status {
             Status::Complete(value) => {
-                Counters::add(&inner.counters.completed, 1);
+                Counters::add(&inner.counters[id].completed, 1);
                 dispatch(&inner, &cell, commands, &mut sink);
                 end_process(
                     &inner,
@@ -1582,7 +1651,7 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
                 );
             }
             Status::Fail(e) => {
-                Counters::add(&inner.counters.failed, 1);
+                Counters::add(&inner.counters[id].failed, 1);
                 end_process(&inner, &cell, token, ExitReason::Failed(e), None, &mut sink);
             }
             status => {
@@ -1706,9 +1775,9 @@ fn dispatch<M: Send + 'static>(
                     }),
                 };
                 match inner.deliver(&target, ev, true, sink) {
-                    Ok(()) => Counters::add(&inner.counters.sent, 1),
+                    Ok(()) => Counters::add(&inner.ctr(sink).sent, 1),
                     Err((ev, reason)) => {
-                        Counters::add(&inner.counters.refused, 1);
+                        Counters::add(&inner.ctr(sink).refused, 1);
                         // Disarm the ReplyTo: the error below is the answer.
                         if let Event::Message {
                             reply: Some(mut r), ..
