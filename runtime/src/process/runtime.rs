@@ -1564,15 +1564,8 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
         let mut meta = lock(&cell.meta);
         let first = !meta.started;
         meta.started = true;
-        let cancel_new = token.is_cancelled() && !meta.cancel_delivered;
-        if cancel_new {
-            meta.cancel_delivered = true;
-        }
-        (first, cancel_new)
+        (first, token.is_cancelled() && !meta.cancel_delivered)
     };
-    if cancel_new {
-        events.push(Event::Cancel);
-    }
     while events.len() < inner.budget {
         match token.pop() {
             Some(ev) => events.push(ev),
@@ -1580,6 +1573,12 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
         }
     }
     let budget_hit = events.len() >= inner.budget;
+    // The cancel comes after the events queued before it, once the queue
+    // has been drained: with the budget used up it waits for the next step.
+    if cancel_new && !budget_hit {
+        lock(&cell.meta).cancel_delivered = true;
+        events.push(Event::Cancel);
+    }
     if cell.bound.is_some() {
         token.release_popped();
         let waiters = std::mem::take(&mut lock(&cell.meta).send_waiters);
