@@ -13,6 +13,7 @@
 //! | [`park`] | the futex parker (UNPARKED / PARKED / NOTIFIED) |
 //! | [`idle`] | searching and parked counts, the multi-word parked bitmap |
 //! | [`task`] | the packed 64-bit task state word; the raw task cell for futures, its wakers, `JoinHandle` and the registry of live tasks |
+//! | [`process`] | the packed process-state word, the lock-free MPSC event queue and the bounded/closable mailbox around them, with a proof token for the single consumer |
 //! | [`gate`] | the executor gate word: accepting bit plus in-flight count |
 //! | [`affinity`] | pinning a thread to a core |
 //! | [`rng`] | xorshift64 for victim selection |
@@ -27,6 +28,7 @@ pub mod cache_padded;
 pub mod gate;
 pub mod idle;
 pub mod park;
+pub mod process;
 pub mod queue;
 pub mod rng;
 pub mod sync;

@@ -9,6 +9,10 @@
 //!   .build()`, `block_on`, [`spawn`], [`yield_now`], [`JoinHandle`], [`time`],
 //!   cancellation [`shield`]s).
 //!
+//! - processes: [`process::ProcessRuntime`] runs step-driven state machines
+//!   with mailboxes, PIDs, yielded commands, links and graceful shutdown
+//!   (seed 002).
+//!
 //! The loop is shared with a deterministic [`sim`]ulator that runs the same
 //! code on virtual workers in a seeded order and records a replayable trace.
 //!
@@ -19,6 +23,7 @@
 mod config;
 mod executor;
 mod metrics;
+pub mod process;
 mod rt;
 mod sched;
 pub mod sim;

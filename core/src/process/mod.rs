@@ -1,0 +1,311 @@
+//! Processes: the lock-free parts of magpie's step-driven processes
+//! (seed 002).
+//!
+//! A [`Mailbox`] is what every process has: its packed [`state`] word
+//! (IDLE, BLOCKED, READY, RUNNING, COMPLETE plus the NOTIFIED and CANCELLED
+//! flags), a lock-free multi-producer single-consumer event queue, and an
+//! admission word (a count of queued events plus a CLOSED bit) that bounds
+//! the mailbox when asked to and refuses events once the process is done.
+//!
+//! - Producers (any thread) call [`Mailbox::send`]: admit, push, notify. The
+//!   result says whether the caller must push the process to a run queue.
+//! - The worker holding the process's one run-queue entry calls
+//!   [`Mailbox::transition_to_running`] and gets a [`Stepping`] token: the
+//!   only way to pop events (single consumer by construction), and the only
+//!   way to end the step ([`Stepping::finish`] or [`Stepping::complete`]),
+//!   both of which consume it.
+//!
+//! The protocol, with numbered steps and the argument for why no event and
+//! no wakeup is lost, is in `README.md` beside this file; the loom models are
+//! in `core/tests/loom_process.rs`.
+
+mod mpsc;
+pub mod state;
+
+use core::fmt;
+
+use crate::sync::atomic::{AtomicU64, Ordering};
+use mpsc::{Pop, Queue};
+pub use state::{
+    Lifecycle, Snapshot, State, TransitionToCancelled, TransitionToClaimed, TransitionToNotified,
+    TransitionToRunning, TransitionToWaiting, Wait,
+};
+
+/// Bit 63 of the admission word: the process is finished; every later
+/// [`Mailbox::send`] is refused with [`Refusal::Closed`].
+pub const CLOSED: u64 = 1 << 63;
+/// The queued-event count: bits 0..63 of the admission word.
+pub const COUNT_MASK: u64 = CLOSED - 1;
+const _: () = assert!(CLOSED & COUNT_MASK == 0 && CLOSED | COUNT_MASK == u64::MAX);
+
+/// Why [`Mailbox::send`] gave the value back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The process has finished.
+    Closed,
+    /// The mailbox holds `bound` events already.
+    Full,
+}
+
+/// A value [`Mailbox::send`] did not accept, and why.
+#[derive(PartialEq, Eq)]
+pub struct Refused<T> {
+    /// The value, handed back.
+    pub value: T,
+    /// Why.
+    pub reason: Refusal,
+}
+
+impl<T> fmt::Debug for Refused<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Refused")
+            .field("reason", &self.reason)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A value [`Mailbox::send`] accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "schedule == true means the caller must push the process to a run queue"]
+pub struct Sent {
+    /// The process went from IDLE/BLOCKED to READY: the caller must push it
+    /// to a run queue (it now owns the one entry READY promises).
+    pub schedule: bool,
+    /// Events queued right after this one was admitted (for a high-water
+    /// mark).
+    pub depth: u64,
+}
+
+/// A process's state word, event queue and admission word.
+pub struct Mailbox<T> {
+    state: State,
+    /// [`CLOSED`] | count of admitted events not yet popped.
+    admission: AtomicU64,
+    queue: Queue<T>,
+}
+
+impl<T> fmt::Debug for Mailbox<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let a = self.admission.load(Ordering::Relaxed);
+        f.debug_struct("Mailbox")
+            .field("state", &self.state.load())
+            .field("queued", &(a & COUNT_MASK))
+            .field("closed", &(a & CLOSED != 0))
+            .finish()
+    }
+}
+
+impl<T: Send> Default for Mailbox<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Send> Mailbox<T> {
+    /// A new process's mailbox: READY (the spawner pushes it to a run queue),
+    /// empty, open.
+    pub fn new() -> Self {
+        Self {
+            state: State::new(),
+            admission: AtomicU64::new(0),
+            queue: Queue::new(),
+        }
+    }
+
+    /// The state word's current value.
+    pub fn snapshot(&self) -> Snapshot {
+        self.state.load()
+    }
+
+    /// Events admitted and not yet popped (a hint: it moves under you).
+    pub fn len(&self) -> usize {
+        (self.admission.load(Ordering::Relaxed) & COUNT_MASK) as usize
+    }
+
+    /// Whether [`Mailbox::len`] is 0.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the process has finished and refuses events.
+    pub fn is_closed(&self) -> bool {
+        // Acquire: pairs with the Release of `close` in `Stepping::complete`.
+        self.admission.load(Ordering::Acquire) & CLOSED != 0
+    }
+
+    /// Producer protocol (README.md, "Producer"): 1. admit (refused if
+    /// closed, or if `bound` is given and that many events are queued);
+    /// 2. push; 3. notify. Any thread.
+    pub fn send(&self, value: T, bound: Option<usize>) -> Result<Sent, Refused<T>> {
+        let depth = match self.admit(bound) {
+            Ok(depth) => depth,
+            Err(reason) => return Err(Refused { value, reason }),
+        };
+        self.queue.push(value);
+        // The push is linked before this RMW; its Release makes the event
+        // visible to the step that reads the value it writes (README,
+        // "Why no event is lost").
+        let schedule = self.state.notify() == TransitionToNotified::Schedule;
+        Ok(Sent { schedule, depth })
+    }
+
+    fn admit(&self, bound: Option<usize>) -> Result<u64, Refusal> {
+        match bound {
+            None => {
+                // Relaxed would do for the count; AcqRel orders this admit
+                // against `close` (its Release/Acquire pair is the CLOSED bit
+                // itself: whichever RMW comes second sees the other).
+                let prev = self.admission.fetch_add(1, Ordering::AcqRel);
+                // broken variant `admit_ignores_closed`: this check is gone.
+                #[cfg(not(magpie_broken = "admit_ignores_closed"))]
+                if prev & CLOSED != 0 {
+                    // Nothing to undo: the count is meaningless once closed.
+                    return Err(Refusal::Closed);
+                }
+                Ok((prev & COUNT_MASK) + 1)
+            }
+            Some(bound) => {
+                let bound = bound as u64;
+                // AcqRel: as above.
+                let r = self
+                    .admission
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |a| {
+                        #[cfg(not(magpie_broken = "admit_ignores_closed"))]
+                        let closed = a & CLOSED != 0;
+                        // broken: CLOSED is not looked at.
+                        #[cfg(magpie_broken = "admit_ignores_closed")]
+                        let closed = false;
+                        if closed || a & COUNT_MASK >= bound {
+                            None
+                        } else {
+                            Some(a + 1)
+                        }
+                    });
+                match r {
+                    Ok(prev) => Ok((prev & COUNT_MASK) + 1),
+                    Err(a) if a & CLOSED != 0 => Err(Refusal::Closed),
+                    Err(_) => Err(Refusal::Full),
+                }
+            }
+        }
+    }
+
+    /// Requests cancellation (README.md, "Cancellation"). `Schedule` means
+    /// the caller must push the process to a run queue.
+    pub fn cancel(&self) -> TransitionToCancelled {
+        self.state.cancel()
+    }
+
+    /// The holder of the process's run-queue entry starts a step. `None`
+    /// means the entry was stale (the process was claimed for close or has
+    /// completed): drop it.
+    pub fn transition_to_running(&self) -> Option<Stepping<'_, T>> {
+        match self.state.transition_to_running() {
+            TransitionToRunning::Success { cancelled } => Some(Stepping {
+                mailbox: self,
+                cancelled,
+                popped: 0,
+            }),
+            TransitionToRunning::NotReady(_) => None,
+        }
+    }
+
+    /// Shutdown takes a process no worker is stepping, to close it. `Err`
+    /// says why not (a worker is stepping it, or it is complete).
+    pub fn claim_for_close(&self) -> Result<Stepping<'_, T>, TransitionToClaimed> {
+        match self.state.claim_for_close() {
+            TransitionToClaimed::Claimed => Ok(Stepping {
+                mailbox: self,
+                cancelled: self.state.load().is_cancelled(),
+                popped: 0,
+            }),
+            other => Err(other),
+        }
+    }
+}
+
+/// Proof that the holder is stepping the process (it made the READY ->
+/// RUNNING transition, or claimed it for close). There is at most one per
+/// mailbox at any time, so its [`pop`](Stepping::pop) is the single consumer
+/// the event queue needs. It ends only by [`finish`](Stepping::finish) or
+/// [`complete`](Stepping::complete); dropping it leaves the process RUNNING
+/// forever (nothing is freed wrongly, but the process never runs again).
+#[must_use = "a step must end with finish or complete"]
+pub struct Stepping<'a, T> {
+    mailbox: &'a Mailbox<T>,
+    cancelled: bool,
+    popped: u64,
+}
+
+impl<T> fmt::Debug for Stepping<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stepping")
+            .field("cancelled", &self.cancelled)
+            .field("popped", &self.popped)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, T: Send> Stepping<'a, T> {
+    /// CANCELLED was set when the step began.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled
+    }
+
+    /// The oldest queued event, or `None` if the queue is empty (or a
+    /// producer is mid-push: its notify will re-queue the process).
+    pub fn pop(&mut self) -> Option<T> {
+        // SAFETY: this token is the only one for this mailbox (READY ->
+        // RUNNING and claim_for_close hand out at most one, and the next
+        // requires leaving RUNNING, which consumes it), so this is the single
+        // consumer; the transitions' AcqRel order one step's pops before the
+        // next's.
+        match unsafe { self.mailbox.queue.pop() } {
+            Pop::Data(v) => {
+                self.popped += 1;
+                Some(v)
+            }
+            Pop::Empty | Pop::Inconsistent => None,
+        }
+    }
+
+    /// Gives back the admission count of the events popped so far, so
+    /// bounded senders see the room at once rather than at the step's end.
+    pub fn release_popped(&mut self) {
+        if self.popped > 0 {
+            // Relaxed: a count; the events themselves travel through the
+            // queue's Release/Acquire. A sender that reads a stale (higher)
+            // count is refused `Full` and retries later.
+            self.mailbox
+                .admission
+                .fetch_sub(self.popped, Ordering::Relaxed);
+            self.popped = 0;
+        }
+    }
+
+    /// Ends the step without completing (README.md, "Worker", step 4).
+    /// `Requeue`: the caller must push the process to a run queue.
+    pub fn finish(mut self, wait: Wait) -> TransitionToWaiting {
+        self.release_popped();
+        self.mailbox.state.transition_to_waiting(wait)
+    }
+
+    /// Ends the process (README.md, "Completion"): 1. CLOSED on the
+    /// admission word, so later sends are refused; 2. COMPLETE on the state
+    /// word, so notifies stop scheduling it; 3. every event still queued is
+    /// handed to `leftover`. Events a producer admitted before step 1 but
+    /// links after step 3 stay in the queue and are dropped with the mailbox.
+    pub fn complete(mut self, mut leftover: impl FnMut(T)) {
+        // Release: pairs with the Acquire of `is_closed` and of a refused
+        // admit, so a sender refused `Closed` sees everything the process
+        // did; AcqRel because it is an RMW ordered against every admit.
+        self.mailbox.admission.fetch_or(CLOSED, Ordering::AcqRel);
+        let _ = self.mailbox.state.transition_to_complete();
+        while let Some(v) = self.pop() {
+            leftover(v);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests;

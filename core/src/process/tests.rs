@@ -1,0 +1,143 @@
+//! Unit and stress tests of the mailbox (the loom models are in
+//! `core/tests/loom_process.rs`).
+
+use super::*;
+use crate::sync::atomic::{AtomicUsize, Ordering};
+use crate::sync::{thread, Arc};
+
+#[test]
+fn events_come_out_in_push_order() {
+    let m = Mailbox::new();
+    for i in 0..10 {
+        let _ = m.send(i, None).unwrap();
+    }
+    let mut s = m.transition_to_running().unwrap();
+    let got: Vec<i32> = std::iter::from_fn(|| s.pop()).collect();
+    assert_eq!(got, (0..10).collect::<Vec<_>>());
+    assert_eq!(s.finish(Wait::Idle), TransitionToWaiting::Waiting);
+}
+
+#[test]
+fn send_to_idle_schedules_and_send_to_ready_does_not() {
+    let m = Mailbox::new();
+    let s = m.transition_to_running().unwrap();
+    assert_eq!(s.finish(Wait::Idle), TransitionToWaiting::Waiting);
+    assert!(m.send(1, None).unwrap().schedule);
+    assert!(!m.send(2, None).unwrap().schedule);
+}
+
+#[test]
+fn bounded_send_refuses_when_full_and_gives_the_value_back() {
+    let m = Mailbox::new();
+    assert_eq!(m.send("a", Some(2)).unwrap().depth, 1);
+    assert_eq!(m.send("b", Some(2)).unwrap().depth, 2);
+    let r = m.send("c", Some(2)).unwrap_err();
+    assert_eq!((r.value, r.reason), ("c", Refusal::Full));
+    // Unbounded events (completions) still get in.
+    assert_eq!(m.send("yield", None).unwrap().depth, 3);
+    let mut s = m.transition_to_running().unwrap();
+    assert_eq!(s.pop(), Some("a"));
+    s.release_popped();
+    assert_eq!(m.send("c", Some(3)).unwrap().depth, 3);
+    let _ = s.finish(Wait::Idle);
+}
+
+#[test]
+fn send_after_complete_is_refused_closed_and_leftovers_are_handed_out() {
+    let m = Mailbox::new();
+    let _ = m.send(1, None).unwrap();
+    let _ = m.send(2, None).unwrap();
+    let s = m.transition_to_running().unwrap();
+    let mut left = Vec::new();
+    s.complete(|v| left.push(v));
+    assert_eq!(left, vec![1, 2]);
+    assert!(m.is_closed());
+    let r = m.send(3, None).unwrap_err();
+    assert_eq!((r.value, r.reason), (3, Refusal::Closed));
+    let r = m.send(4, Some(10)).unwrap_err();
+    assert_eq!(r.reason, Refusal::Closed);
+    assert!(m.transition_to_running().is_none());
+}
+
+#[test]
+fn only_one_stepping_token_exists() {
+    let m: Mailbox<u8> = Mailbox::new();
+    let s = m.transition_to_running().unwrap();
+    assert!(m.transition_to_running().is_none());
+    assert!(matches!(
+        m.claim_for_close(),
+        Err(TransitionToClaimed::Running)
+    ));
+    let _ = s.finish(Wait::Blocked);
+    let c = m.claim_for_close().unwrap();
+    assert!(m.transition_to_running().is_none());
+    c.complete(drop);
+}
+
+#[test]
+fn queued_values_are_dropped_with_the_mailbox() {
+    let token = Arc::new(());
+    let m = Mailbox::new();
+    for _ in 0..5 {
+        let _ = m.send(token.clone(), None).unwrap();
+    }
+    assert_eq!(Arc::strong_count(&token), 6);
+    drop(m);
+    assert_eq!(Arc::strong_count(&token), 1);
+}
+
+/// Producers on several threads; one consumer that steps the process as a
+/// worker would (requeue means "step again"). Every event is popped exactly
+/// once, in per-producer order, and the process is never scheduled while it
+/// is already READY or RUNNING.
+#[test]
+fn stress_every_event_popped_once_in_per_sender_order() {
+    const PRODUCERS: usize = 3;
+    const PER: usize = if cfg!(miri) { 200 } else { 50_000 };
+    let m = Arc::new(Mailbox::<(usize, usize)>::new());
+    let scheduled = Arc::new(AtomicUsize::new(1)); // the spawn's entry
+    let mut handles = Vec::new();
+    for p in 0..PRODUCERS {
+        let m = m.clone();
+        let scheduled = scheduled.clone();
+        handles.push(thread::spawn(move || {
+            for i in 0..PER {
+                let sent = m.send((p, i), None).unwrap();
+                if sent.schedule {
+                    scheduled.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    let mut next = [0usize; PRODUCERS];
+    let mut total = 0;
+    let mut steps = 0u64;
+    // Consumer: runs whenever there is an outstanding entry.
+    while total < PRODUCERS * PER {
+        if scheduled.load(Ordering::Relaxed) == 0 {
+            thread::yield_now();
+            continue;
+        }
+        let mut s = m.transition_to_running().expect("an entry means READY");
+        scheduled.fetch_sub(1, Ordering::Relaxed);
+        steps += 1;
+        let mut budget = 64;
+        while budget > 0 {
+            let Some((p, i)) = s.pop() else { break };
+            assert_eq!(i, next[p], "per-producer FIFO");
+            next[p] += 1;
+            total += 1;
+            budget -= 1;
+        }
+        let wait = if budget == 0 { Wait::Yield } else { Wait::Idle };
+        if s.finish(wait) == TransitionToWaiting::Requeue {
+            scheduled.fetch_add(1, Ordering::Relaxed);
+        }
+        assert!(scheduled.load(Ordering::Relaxed) <= 1, "queued twice");
+    }
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert!(steps > 0);
+    assert_eq!(next, [PER; PRODUCERS]);
+}

@@ -1,0 +1,375 @@
+//! Loom models of a process's mailbox (`magpie_core::process`): the state
+//! word, the MPSC event queue and the admission word, as a worker, senders,
+//! a completer and shutdown use them.
+//!
+//! Each model runs a tiny scheduler made of counters. A run-queue entry is
+//! a count (`entries`): whoever is told to schedule the process (a send
+//! that returns `schedule`, a cancel that returns `Schedule`, a finish that
+//! returns `Requeue`) increments it and runs the entry itself, as if it were
+//! the worker that pops it. The counters let each model assert its
+//! exactly-once property after every thread is joined.
+//!
+//! Run: `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
+//! CARGO_TARGET_DIR=target/loom cargo test -p magpie-core --release --test
+//! loom_process`. The tour is in `docs/loom.md`, "Processes".
+#![cfg(loom)]
+
+use magpie_core::process::{
+    Lifecycle, Mailbox, Refusal, Stepping, TransitionToCancelled, TransitionToWaiting, Wait,
+};
+use magpie_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use magpie_core::sync::{thread, Arc, UnsafeCell};
+
+/// A message whose payload is written by the sender before the send and
+/// read by the step that pops it: loom reports the read if the queue does
+/// not order it after the write. Its drop is counted.
+struct Msg {
+    payload: UnsafeCell<u32>,
+    drops: Arc<AtomicUsize>,
+}
+
+impl Msg {
+    fn new(value: u32, drops: &Arc<AtomicUsize>) -> Msg {
+        let payload = UnsafeCell::new(0);
+        // SAFETY: the cell is new and owned here.
+        payload.with_mut(|p| unsafe { *p = value });
+        Msg {
+            payload,
+            drops: drops.clone(),
+        }
+    }
+
+    fn read(&self) -> u32 {
+        // SAFETY: the sender's write happens-before this read if the
+        // queue's Release/Acquire is right; loom checks exactly that.
+        self.payload.with(|p| unsafe { *p })
+    }
+}
+
+impl Drop for Msg {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A process and the model's counters (read after the join: Relaxed).
+struct Proc {
+    mailbox: Mailbox<Msg>,
+    /// Run-queue entries that exist right now (the spawn's is the first).
+    entries: AtomicUsize,
+    /// Most entries seen at once.
+    max_entries: AtomicUsize,
+    steps: AtomicUsize,
+    steps_after_complete: AtomicUsize,
+    popped: AtomicUsize,
+    payload_sum: AtomicUsize,
+    drained: AtomicUsize,
+    completions: AtomicUsize,
+    closes: AtomicUsize,
+    /// Entries whose `transition_to_running` found the process not READY.
+    stale: AtomicUsize,
+    saw_cancel: AtomicBool,
+    complete: AtomicBool,
+    drops: Arc<AtomicUsize>,
+}
+
+impl Proc {
+    fn new() -> Arc<Proc> {
+        Arc::new(Proc {
+            mailbox: Mailbox::new(),
+            entries: AtomicUsize::new(1),
+            max_entries: AtomicUsize::new(1),
+            steps: AtomicUsize::new(0),
+            steps_after_complete: AtomicUsize::new(0),
+            popped: AtomicUsize::new(0),
+            payload_sum: AtomicUsize::new(0),
+            drained: AtomicUsize::new(0),
+            completions: AtomicUsize::new(0),
+            closes: AtomicUsize::new(0),
+            stale: AtomicUsize::new(0),
+            saw_cancel: AtomicBool::new(false),
+            complete: AtomicBool::new(false),
+            drops: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    fn add_entry(&self) {
+        let now = self.entries.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max_entries.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// Pops everything this step can see.
+    fn drain_step(&self, s: &mut Stepping<'_, Msg>) {
+        if s.is_cancelled() {
+            self.saw_cancel.store(true, Ordering::Relaxed);
+        }
+        while let Some(m) = s.pop() {
+            self.popped.fetch_add(1, Ordering::Relaxed);
+            self.payload_sum
+                .fetch_add(m.read() as usize, Ordering::Relaxed);
+        }
+    }
+
+    /// Closes the process with the token: `close()` runs here.
+    fn complete(&self, s: Stepping<'_, Msg>) {
+        // The model's `close()`: it may touch the process's resources, so
+        // two of them at once would be the bug.
+        self.closes.fetch_add(1, Ordering::Relaxed);
+        self.completions.fetch_add(1, Ordering::Relaxed);
+        s.complete(|_| {
+            self.drained.fetch_add(1, Ordering::Relaxed);
+        });
+        // After `complete` returned: the process has exited. Release pairs
+        // with the Acquire loads of the models' senders.
+        self.complete.store(true, Ordering::Release);
+    }
+
+    /// Runs the entry this thread holds, and every requeue it causes, with
+    /// `decide` choosing how each step ends (`None`: complete).
+    fn run_entry(&self, mut decide: impl FnMut(&Proc, bool) -> Option<Wait>) {
+        loop {
+            let Some(mut s) = self.mailbox.transition_to_running() else {
+                // A stale entry: shutdown claimed the process (READY ->
+                // RUNNING) before this entry ran. Only a claim makes one.
+                self.entries.fetch_sub(1, Ordering::Relaxed);
+                self.stale.fetch_add(1, Ordering::Relaxed);
+                return;
+            };
+            self.entries.fetch_sub(1, Ordering::Relaxed);
+            self.steps.fetch_add(1, Ordering::Relaxed);
+            if self.complete.load(Ordering::Acquire) {
+                self.steps_after_complete.fetch_add(1, Ordering::Relaxed);
+            }
+            self.drain_step(&mut s);
+            let cancelled = s.is_cancelled();
+            match decide(self, cancelled) {
+                None => {
+                    self.complete(s);
+                    return;
+                }
+                Some(wait) => match s.finish(wait) {
+                    TransitionToWaiting::Requeue => {
+                        self.add_entry();
+                        continue;
+                    }
+                    TransitionToWaiting::Waiting => return,
+                },
+            }
+        }
+    }
+
+    fn send(&self, value: u32, bound: Option<usize>, then: impl FnOnce(&Proc)) -> bool {
+        match self.mailbox.send(Msg::new(value, &self.drops), bound) {
+            Ok(sent) => {
+                if sent.schedule {
+                    self.add_entry();
+                    then(self);
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn n(&self, c: &AtomicUsize) -> usize {
+        c.load(Ordering::Relaxed)
+    }
+}
+
+fn wait_blocked(_: &Proc, _: bool) -> Option<Wait> {
+    Some(Wait::Blocked)
+}
+
+fn wait_idle(_: &Proc, _: bool) -> Option<Wait> {
+    Some(Wait::Idle)
+}
+
+// broken-variant: waiting_ignores_notified
+#[test]
+fn completion_racing_end_of_step_is_never_lost() {
+    loom::model(|| {
+        let p = Proc::new();
+        let worker = {
+            let p = p.clone();
+            thread::spawn(move || p.run_entry(wait_blocked))
+        };
+        // A handler completes the yield the first step made.
+        let accepted = p.send(7, None, |p| p.run_entry(wait_blocked));
+        worker.join().unwrap();
+        assert_eq!(p.n(&p.stale), 0, "an entry found the process not READY");
+        assert!(accepted);
+        assert_eq!(p.n(&p.popped), 1, "the completion was lost");
+        assert_eq!(p.n(&p.payload_sum), 7);
+        assert_eq!(p.mailbox.snapshot().lifecycle(), Lifecycle::Blocked);
+        assert_eq!(p.n(&p.entries), 0);
+    });
+}
+
+// broken-variant: notify_leaves_idle_asleep
+#[test]
+fn message_racing_idle_transition_is_never_lost() {
+    loom::model(|| {
+        let p = Proc::new();
+        let worker = {
+            let p = p.clone();
+            thread::spawn(move || p.run_entry(wait_idle))
+        };
+        let accepted = p.send(5, None, |p| p.run_entry(wait_idle));
+        worker.join().unwrap();
+        assert_eq!(p.n(&p.stale), 0, "an entry found the process not READY");
+        assert!(accepted);
+        assert_eq!(p.n(&p.popped), 1, "the message was lost");
+        assert_eq!(p.mailbox.snapshot().lifecycle(), Lifecycle::Idle);
+        assert_eq!(p.n(&p.entries), 0);
+    });
+}
+
+// broken-variant: notify_schedules_ready
+#[test]
+fn process_is_never_queued_twice() {
+    loom::model(|| {
+        let p = Proc::new();
+        let worker = {
+            let p = p.clone();
+            thread::spawn(move || p.run_entry(wait_idle))
+        };
+        let a = p.send(1, None, |p| p.run_entry(wait_idle));
+        let b = p.send(2, None, |p| p.run_entry(wait_idle));
+        worker.join().unwrap();
+        assert_eq!(p.n(&p.stale), 0, "an entry found the process not READY");
+        assert!(a && b);
+        assert_eq!(p.n(&p.max_entries), 1, "queued twice");
+        assert_eq!(p.n(&p.popped), 2);
+        assert_eq!(p.n(&p.payload_sum), 3);
+    });
+}
+
+// broken-variant: cancel_revives_complete
+#[test]
+fn cancel_racing_completion() {
+    loom::model(|| {
+        let p = Proc::new();
+        let worker = {
+            let p = p.clone();
+            // The process completes in its first step, cancelled or not.
+            thread::spawn(move || p.run_entry(|_, _| None))
+        };
+        let r = p.mailbox.cancel();
+        if r == TransitionToCancelled::Schedule {
+            p.add_entry();
+            p.run_entry(|_, _| None);
+        }
+        worker.join().unwrap();
+        assert_eq!(p.n(&p.stale), 0, "an entry found the process not READY");
+        assert_eq!(p.n(&p.steps), 1);
+        assert_eq!(p.n(&p.steps_after_complete), 0, "stepped after complete");
+        assert_eq!(p.n(&p.completions), 1);
+        // A cancel the step saw was requested before it began.
+        if p.saw_cancel.load(Ordering::Relaxed) {
+            assert_eq!(r, TransitionToCancelled::Noted);
+        }
+    });
+}
+
+// broken-variant: mpsc_link_relaxed
+#[test]
+fn mpsc_push_racing_pop_conserves_events() {
+    loom::model(|| {
+        let p = Proc::new();
+        let worker = {
+            let p = p.clone();
+            thread::spawn(move || p.run_entry(wait_idle))
+        };
+        let producer = {
+            let p = p.clone();
+            thread::spawn(move || p.send(10, None, |p| p.run_entry(wait_idle)))
+        };
+        let a = p.send(1, None, |p| p.run_entry(wait_idle));
+        let b = producer.join().unwrap();
+        worker.join().unwrap();
+        assert_eq!(p.n(&p.stale), 0, "an entry found the process not READY");
+        assert!(a && b);
+        // pushed == popped, each payload read after its write.
+        assert_eq!(p.n(&p.popped), 2);
+        assert_eq!(p.n(&p.payload_sum), 11);
+        assert_eq!(p.mailbox.len(), 0);
+    });
+}
+
+// broken-variant: claim_takes_running
+#[test]
+fn close_runs_exactly_once() {
+    loom::model(|| {
+        let p = Proc::new();
+        let worker = {
+            let p = p.clone();
+            // A step that completes the process if it was cancelled, else
+            // waits for messages.
+            thread::spawn(move || p.run_entry(|_, c| if c { None } else { Some(Wait::Idle) }))
+        };
+        // Shutdown: cancel, then force-close whatever is not stepping.
+        if p.mailbox.cancel() == TransitionToCancelled::Schedule {
+            p.add_entry();
+            p.run_entry(|_, c| if c { None } else { Some(Wait::Idle) });
+        }
+        loop {
+            match p.mailbox.claim_for_close() {
+                Ok(s) => {
+                    p.complete(s);
+                    break;
+                }
+                Err(magpie_core::process::TransitionToClaimed::Running) => thread::yield_now(),
+                Err(_) => break,
+            }
+        }
+        worker.join().unwrap();
+        assert_eq!(p.n(&p.closes), 1, "close must run exactly once");
+        assert!(p.mailbox.snapshot().is_complete());
+    });
+}
+
+// broken-variant: admit_ignores_closed
+#[test]
+fn send_racing_exit_is_refused_or_accepted_never_lost_unseen() {
+    loom::model(|| {
+        let p = Proc::new();
+        let worker = {
+            let p = p.clone();
+            thread::spawn(move || p.run_entry(|_, _| None))
+        };
+        let saw_exit = p.complete.load(Ordering::Acquire);
+        let r = p.mailbox.send(Msg::new(3, &p.drops), None);
+        let accepted = match r {
+            Ok(sent) => {
+                // The process completes in its first step and never waits,
+                // so no send can wake it.
+                assert!(!sent.schedule);
+                true
+            }
+            Err(refused) => {
+                assert_eq!(refused.reason, Refusal::Closed);
+                drop(refused.value);
+                false
+            }
+        };
+        if saw_exit {
+            assert!(!accepted, "a send after the exit was accepted");
+        }
+        worker.join().unwrap();
+        // A send after the exit (ordered by the join) is refused and hands
+        // the message back.
+        let late = p.mailbox.send(Msg::new(4, &p.drops), None);
+        match late {
+            Err(refused) => assert_eq!(refused.reason, Refusal::Closed),
+            Ok(_) => panic!("a send after the exit was accepted"),
+        }
+        // The worker's clone went with its thread: this is the last one.
+        let (popped, drained, drops) = (p.n(&p.popped), p.n(&p.drained), p.drops.clone());
+        drop(p);
+        // Accepted: popped by the step, drained at completion, or dropped
+        // with the mailbox; refused: handed back and dropped here. Either
+        // way exactly one drop per message (the racing one and the late one).
+        assert_eq!(drops.load(Ordering::Relaxed), 2);
+        assert!(popped + drained <= usize::from(accepted));
+    });
+}

@@ -1,0 +1,1822 @@
+//! The process runtime: registry, cells, the worker loop's process runner,
+//! command dispatch and shutdown. README.md beside this file has the
+//! protocol as numbered steps.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::panic::{self, AssertUnwindSafe};
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread;
+use std::time::{Duration, Instant as StdInstant};
+
+use magpie_core::affinity;
+use magpie_core::park::Parker;
+use magpie_core::process::{
+    Mailbox, Refusal, Stepping, TransitionToCancelled, TransitionToClaimed, TransitionToWaiting,
+    Wait,
+};
+use magpie_core::queue::Local;
+use magpie_core::rng::XorShift64;
+use magpie_core::sync::atomic::{AtomicU64, Ordering};
+use magpie_core::CachePadded;
+
+use super::{
+    Command, CommandError, CompleteError, Event, ExitNotice, ExitReason, Outcome, Pid, Process,
+    ProcessMetrics, RegisterError, Relation, SendError, SpawnError, SpawnOptions, Status, Tag,
+};
+use crate::config::DEFAULT_SEED;
+use crate::metrics::WorkerMetrics;
+use crate::sched::tiered::{IdleAction, TieredIdle};
+use crate::sched::{
+    self, Core, Found, LifoMode, LocalMode, NoopTrace, ParkPrep, Parts, Shared, Worker,
+};
+use crate::time::wheel::Key;
+use crate::time::{Driver, Instant};
+use crate::worker_id;
+
+/// Events one step takes at most (the fairness budget); a process with more
+/// queued goes to the back of its worker's ring and gets the rest later.
+pub const DEFAULT_EVENT_BUDGET: usize = 64;
+/// Steps between two looks at the timer wheel.
+const TIMER_CHECK_INTERVAL: u32 = 61;
+/// Cells a worker keeps for its processes' sends before it forgets them all.
+const SEND_CACHE: usize = 256;
+
+pub mod sim;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-string panic payload".to_string()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Cells and the registry
+// ---------------------------------------------------------------------------
+
+/// One process: its mailbox (core), its body and its bookkeeping.
+pub(crate) struct Cell<M: Send + 'static> {
+    pid: Pid,
+    mailbox: Mailbox<Event<M>>,
+    bound: Option<usize>,
+    /// Depth in the spawn tree (0 for a process spawned from outside).
+    depth: u32,
+    /// `None` once closed: `close` takes it out, so it runs once.
+    body: Mutex<Option<Box<dyn Process<M>>>>,
+    meta: Mutex<Meta>,
+}
+
+struct Meta {
+    /// Tags yielded and not yet completed.
+    pending: HashSet<Tag>,
+    /// Set when the process ends; links and monitors added later are told
+    /// at once.
+    exited: Option<ExitReason>,
+    links: Vec<Pid>,
+    monitors: Vec<Pid>,
+    parent: Option<Pid>,
+    live_children: usize,
+    /// Ended, but a child is still open: `close` waits for the last child.
+    close_pending: bool,
+    cancel_delivered: bool,
+    started: bool,
+    /// How the last step ended: `Yield` (keep running) means the next entry
+    /// steps even with no events.
+    last_wait: Wait,
+    /// Futures waiting for room in this bounded mailbox.
+    send_waiters: Vec<Waker>,
+}
+
+impl<M: Send + 'static> fmt::Debug for Cell<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cell")
+            .field("pid", &self.pid)
+            .field("mailbox", &self.mailbox)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Slot<M: Send + 'static> {
+    generation: u32,
+    /// Present from spawn until `close` ran.
+    cell: Option<Arc<Cell<M>>>,
+    /// The process ended: lookups fail even though `close` may not have run.
+    exited: bool,
+}
+
+struct Registry<M: Send + 'static> {
+    slots: Vec<Slot<M>>,
+    free: Vec<u32>,
+    names: HashMap<String, Pid>,
+    /// Processes whose `close` has not run.
+    open: usize,
+    accepting: bool,
+}
+
+impl<M: Send + 'static> Registry<M> {
+    fn lookup(&self, pid: Pid) -> Option<&Arc<Cell<M>>> {
+        let slot = self.slots.get(pid.index as usize)?;
+        if slot.generation != pid.generation || slot.exited {
+            return None;
+        }
+        slot.cell.as_ref()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Shared state
+// ---------------------------------------------------------------------------
+
+/// A handler for one command kind: called on the worker right after the
+/// step that yielded the command, with the [`Request`]. It must not block:
+/// it completes later, from any thread, through the request's completer.
+pub type Handler<M> = Arc<dyn Fn(Request<M>) + Send + Sync>;
+
+/// A yielded custom command, as its handler receives it.
+pub struct Request<M: Send + 'static> {
+    /// The yielding process.
+    pub pid: Pid,
+    /// The tag it chose.
+    pub tag: Tag,
+    /// The command kind.
+    pub kind: String,
+    /// The command's input.
+    pub input: M,
+    /// Completes the command: `completer.complete(pid, tag, result)`.
+    pub completer: Completer<M>,
+}
+
+impl<M: Send + 'static> fmt::Debug for Request<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("pid", &self.pid)
+            .field("tag", &self.tag)
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    spawned: AtomicU64,
+    completed: AtomicU64,
+    failed: AtomicU64,
+    panicked: AtomicU64,
+    forced: AtomicU64,
+    steps: AtomicU64,
+    events: AtomicU64,
+    sent: AtomicU64,
+    refused: AtomicU64,
+    high_water: AtomicU64,
+    closed: AtomicU64,
+}
+
+impl Counters {
+    // Relaxed throughout: statistics, read after the fact.
+    fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+pub(crate) struct Inner<M: Send + 'static> {
+    sched: Shared<Arc<Cell<M>>>,
+    registry: Mutex<Registry<M>>,
+    /// Signalled when `open` reaches 0.
+    all_closed: Condvar,
+    handlers: HashMap<String, Handler<M>>,
+    driver: Driver,
+    budget: usize,
+    /// One set per worker plus one (last) for every other thread, each on
+    /// its own cache line: a worker's hot counters never share a line with
+    /// another worker's.
+    counters: Box<[CachePadded<Counters>]>,
+    spin_iters: u32,
+    park_timeout: Duration,
+}
+
+/// What one worker owns from the start: its ring and its parker.
+type WorkerParts<M> = (Local<Arc<Cell<M>>>, Parker);
+
+/// Where a process woken by the current operation goes: the current
+/// worker's queues (`Local`, collected and pushed after the step, the first
+/// into the LIFO slot), or the global queue (`Remote`).
+enum Sink<'a, M: Send + 'static> {
+    /// The worker's woken list and its id.
+    Local(&'a mut Vec<Arc<Cell<M>>>, usize),
+    Remote,
+}
+
+impl<M: Send + 'static> Inner<M> {
+    /// The shared state and, per worker, the parts it owns.
+    fn new(b: &Builder<M>) -> (Arc<Self>, Vec<WorkerParts<M>>) {
+        let (sched, owned) = Shared::new(b.workers, 4, LifoMode::Owner, LocalMode::Ring);
+        let inner = Arc::new(Inner {
+            sched,
+            registry: Mutex::new(Registry {
+                slots: Vec::new(),
+                free: Vec::new(),
+                names: HashMap::new(),
+                open: 0,
+                accepting: true,
+            }),
+            all_closed: Condvar::new(),
+            handlers: b.handlers.clone(),
+            driver: if b.start_paused {
+                Driver::new_paused()
+            } else {
+                Driver::new()
+            },
+            budget: b.budget,
+            counters: (0..=b.workers)
+                .map(|_| CachePadded::new(Counters::default()))
+                .collect(),
+            spin_iters: b.spin_iters,
+            park_timeout: b.park_timeout,
+        });
+        // A timer that became the earliest wakes a parked worker so it
+        // re-computes its sleep. Weak: the driver lives inside `inner`.
+        let weak = Arc::downgrade(&inner);
+        inner.driver.set_unparker(move || {
+            if let Some(inner) = weak.upgrade() {
+                inner.sched.notify_parked();
+            }
+        });
+        (inner, owned)
+    }
+
+    /// The counters of the thread behind `sink`.
+    fn ctr<'s>(&'s self, sink: &Sink<'_, M>) -> &'s Counters {
+        match sink {
+            Sink::Local(_, id) => &self.counters[*id],
+            Sink::Remote => self.shared_ctr(),
+        }
+    }
+
+    /// The counters of threads that are not workers (and of rare events).
+    fn shared_ctr(&self) -> &Counters {
+        &self.counters[self.counters.len() - 1]
+    }
+
+    fn schedule(&self, cell: Arc<Cell<M>>, sink: &mut Sink<'_, M>) {
+        match sink {
+            Sink::Local(v, _) => v.push(cell),
+            Sink::Remote => self.schedule_remote(cell),
+        }
+    }
+
+    fn schedule_remote(&self, cell: Arc<Cell<M>>) {
+        let shared = &self.sched;
+        if !shared.gate.try_spawn(1) {
+            // The workers have stopped (after shutdown): the process is
+            // closed by the forced phase; this entry is not needed.
+            return;
+        }
+        if shared.inject.push(cell).is_err() {
+            let _ = shared.gate.complete(1);
+            return;
+        }
+        shared.notify_parked();
+    }
+
+    fn lookup(&self, pid: Pid) -> Option<Arc<Cell<M>>> {
+        lock(&self.registry).lookup(pid).cloned()
+    }
+
+    /// Admits, pushes and notifies (core's producer protocol), and queues
+    /// the process if the notify said so.
+    fn deliver(
+        &self,
+        cell: &Arc<Cell<M>>,
+        event: Event<M>,
+        bounded: bool,
+        sink: &mut Sink<'_, M>,
+    ) -> Result<(), (Event<M>, Refusal)> {
+        let bound = if bounded { cell.bound } else { None };
+        match cell.mailbox.send(event, bound) {
+            Ok(sent) => {
+                // A load first: the high-water line is written only when
+                // the mark moves.
+                let c = self.ctr(sink);
+                if sent.depth > c.high_water.load(Ordering::Relaxed) {
+                    c.high_water.fetch_max(sent.depth, Ordering::Relaxed);
+                }
+                if sent.schedule {
+                    self.schedule(cell.clone(), sink);
+                }
+                Ok(())
+            }
+            Err(r) => Err((r.value, r.reason)),
+        }
+    }
+
+    fn send_message(
+        &self,
+        from: Option<Pid>,
+        to: Pid,
+        msg: M,
+        sink: &mut Sink<'_, M>,
+    ) -> Result<(), SendError<M>> {
+        let Some(cell) = self.lookup(to) else {
+            Counters::add(&self.ctr(sink).refused, 1);
+            return Err(SendError::NoProcess(msg));
+        };
+        self.send_to_cell(from, &cell, msg, sink)
+    }
+
+    fn send_to_cell(
+        &self,
+        from: Option<Pid>,
+        cell: &Arc<Cell<M>>,
+        msg: M,
+        sink: &mut Sink<'_, M>,
+    ) -> Result<(), SendError<M>> {
+        let ev = Event::Message {
+            from,
+            msg,
+            reply: None,
+        };
+        match self.deliver(cell, ev, true, sink) {
+            Ok(()) => {
+                Counters::add(&self.ctr(sink).sent, 1);
+                Ok(())
+            }
+            Err((ev, reason)) => {
+                Counters::add(&self.ctr(sink).refused, 1);
+                let Event::Message { msg, .. } = ev else {
+                    unreachable!("the refused event is the one sent")
+                };
+                Err(match reason {
+                    Refusal::Full => SendError::Full(msg),
+                    Refusal::Closed => SendError::NoProcess(msg),
+                })
+            }
+        }
+    }
+
+    /// Completes `tag` of `pid` (the tag must be pending: a second
+    /// completion is an error, not a second event).
+    fn complete(
+        &self,
+        pid: Pid,
+        tag: Tag,
+        result: Result<Outcome<M>, CommandError>,
+        sink: &mut Sink<'_, M>,
+    ) -> Result<(), CompleteError> {
+        let cell = self.lookup(pid).ok_or(CompleteError::NoProcess)?;
+        if !lock(&cell.meta).pending.remove(&tag) {
+            return Err(CompleteError::NotPending);
+        }
+        self.deliver(&cell, Event::Completion { tag, result }, false, sink)
+            .map_err(|_| CompleteError::NoProcess)
+    }
+
+    /// An immediate completion for a tag that was never made pending
+    /// (a duplicate tag): delivered without touching the pending set.
+    fn complete_unpending(
+        &self,
+        cell: &Arc<Cell<M>>,
+        tag: Tag,
+        err: CommandError,
+        sink: &mut Sink<'_, M>,
+    ) {
+        let _ = self.deliver(
+            cell,
+            Event::Completion {
+                tag,
+                result: Err(err),
+            },
+            false,
+            sink,
+        );
+    }
+
+    fn cancel_cell(&self, cell: &Arc<Cell<M>>, sink: &mut Sink<'_, M>) {
+        if cell.mailbox.cancel() == TransitionToCancelled::Schedule {
+            self.schedule(cell.clone(), sink);
+        }
+    }
+
+    fn spawn_cell(
+        self: &Arc<Self>,
+        parent: Option<&Arc<Cell<M>>>,
+        mut process: Box<dyn Process<M>>,
+        method: &str,
+        input: Option<M>,
+        opts: SpawnOptions,
+        sink: &mut Sink<'_, M>,
+    ) -> Result<Pid, SpawnError> {
+        {
+            let reg = lock(&self.registry);
+            if !reg.accepting {
+                return Err(SpawnError::ShuttingDown);
+            }
+            if let Some(name) = &opts.name {
+                if reg
+                    .names
+                    .get(name)
+                    .is_some_and(|p| reg.lookup(*p).is_some())
+                {
+                    return Err(SpawnError::NameTaken(name.clone()));
+                }
+            }
+        }
+        // `init` runs on the spawning thread, outside every lock.
+        process.init(method, input).map_err(SpawnError::Init)?;
+        let mut reg = lock(&self.registry);
+        if !reg.accepting {
+            drop(reg);
+            // `init` succeeded, so `close` is owed.
+            process.close();
+            return Err(SpawnError::ShuttingDown);
+        }
+        let index = match reg.free.pop() {
+            Some(i) => i,
+            None => {
+                reg.slots.push(Slot {
+                    generation: 0,
+                    cell: None,
+                    exited: true,
+                });
+                (reg.slots.len() - 1) as u32
+            }
+        };
+        let slot = &mut reg.slots[index as usize];
+        let pid = Pid {
+            index,
+            generation: slot.generation,
+        };
+        let cell = Arc::new(Cell {
+            pid,
+            mailbox: Mailbox::new(),
+            bound: opts.mailbox_bound,
+            depth: parent.map_or(0, |p| p.depth + 1),
+            body: Mutex::new(Some(process)),
+            meta: Mutex::new(Meta {
+                pending: HashSet::new(),
+                exited: None,
+                links: Vec::new(),
+                monitors: Vec::new(),
+                parent: parent.map(|p| p.pid),
+                live_children: 0,
+                close_pending: false,
+                cancel_delivered: false,
+                started: false,
+                last_wait: Wait::Idle,
+                send_waiters: Vec::new(),
+            }),
+        });
+        slot.cell = Some(cell.clone());
+        slot.exited = false;
+        reg.open += 1;
+        if let Some(name) = opts.name {
+            reg.names.insert(name, pid);
+        }
+        drop(reg);
+        if let Some(parent) = parent {
+            lock(&parent.meta).live_children += 1;
+        }
+        Counters::add(&self.shared_ctr().spawned, 1);
+        // A new mailbox is READY: this is its one run-queue entry.
+        self.schedule(cell, sink);
+        Ok(pid)
+    }
+
+    /// The process ended (its token completed it). Marks it exited in the
+    /// registry, tells its parent, links and monitors, and closes it unless a
+    /// child is still open.
+    fn exit(
+        self: &Arc<Self>,
+        cell: &Arc<Cell<M>>,
+        reason: ExitReason,
+        value: Option<M>,
+        sink: &mut Sink<'_, M>,
+    ) {
+        {
+            let mut reg = lock(&self.registry);
+            let idx = cell.pid.index as usize;
+            if reg.slots[idx].generation == cell.pid.generation {
+                reg.slots[idx].exited = true;
+            }
+            reg.names.retain(|_, p| *p != cell.pid);
+        }
+        let (links, monitors, parent, close_now) = {
+            let mut meta = lock(&cell.meta);
+            meta.exited = Some(reason.clone());
+            meta.pending.clear();
+            let close_now = meta.live_children == 0;
+            meta.close_pending = !close_now;
+            (
+                std::mem::take(&mut meta.links),
+                std::mem::take(&mut meta.monitors),
+                meta.parent,
+                close_now,
+            )
+        };
+        for waker in std::mem::take(&mut lock(&cell.meta).send_waiters) {
+            waker.wake();
+        }
+        let notify = |to: Pid, relation: Relation, value: Option<M>, sink: &mut Sink<'_, M>| {
+            if let Some(target) = self.lookup(to) {
+                let ev = Event::Exit(ExitNotice {
+                    pid: cell.pid,
+                    reason: reason.clone(),
+                    relation,
+                    value,
+                });
+                let _ = self.deliver(&target, ev, false, sink);
+            }
+        };
+        if let Some(p) = parent {
+            notify(p, Relation::Child, value, sink);
+        }
+        for l in links {
+            notify(l, Relation::Link, None, sink);
+        }
+        for m in monitors {
+            notify(m, Relation::Monitor, None, sink);
+        }
+        if close_now {
+            self.close_chain(cell.clone());
+        }
+    }
+
+    /// Runs `close` for `cell`, then for every ancestor whose close was
+    /// waiting for its last child.
+    fn close_chain(&self, mut cell: Arc<Cell<M>>) {
+        loop {
+            self.run_close(&cell);
+            let parent = lock(&cell.meta).parent;
+            let Some(parent) = parent.and_then(|p| self.cell_for_close(p)) else {
+                return;
+            };
+            let close_parent = {
+                let mut meta = lock(&parent.meta);
+                meta.live_children -= 1;
+                meta.live_children == 0 && meta.close_pending
+            };
+            if !close_parent {
+                return;
+            }
+            cell = parent;
+        }
+    }
+
+    /// A cell by PID even if it has exited (but not been closed).
+    fn cell_for_close(&self, pid: Pid) -> Option<Arc<Cell<M>>> {
+        let reg = lock(&self.registry);
+        let slot = reg.slots.get(pid.index as usize)?;
+        if slot.generation != pid.generation {
+            return None;
+        }
+        slot.cell.clone()
+    }
+
+    /// `close`, once (the body is taken out), then the slot is freed for
+    /// reuse with the next generation.
+    fn run_close(&self, cell: &Arc<Cell<M>>) {
+        let body = lock(&cell.body).take();
+        let Some(mut body) = body else { return };
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| body.close()));
+        drop(body);
+        Counters::add(&self.shared_ctr().closed, 1);
+        let mut reg = lock(&self.registry);
+        let idx = cell.pid.index as usize;
+        let slot = &mut reg.slots[idx];
+        if slot.generation == cell.pid.generation {
+            slot.cell = None;
+            slot.exited = true;
+            slot.generation = slot.generation.wrapping_add(1);
+            reg.free.push(cell.pid.index);
+        }
+        reg.open -= 1;
+        if reg.open == 0 {
+            self.all_closed.notify_all();
+        }
+    }
+
+    fn metrics(&self) -> ProcessMetrics {
+        let mut m = ProcessMetrics::default();
+        for c in self.counters.iter() {
+            let r = |a: &AtomicU64| a.load(Ordering::Relaxed);
+            m.spawned += r(&c.spawned);
+            m.completed += r(&c.completed);
+            m.failed += r(&c.failed);
+            m.panicked += r(&c.panicked);
+            m.forced += r(&c.forced);
+            m.steps += r(&c.steps);
+            m.events += r(&c.events);
+            m.sent += r(&c.sent);
+            m.refused += r(&c.refused);
+            m.mailbox_high_water = m.mailbox_high_water.max(r(&c.high_water));
+            m.closed += r(&c.closed);
+        }
+        m
+    }
+}
+
+// ---------------------------------------------------------------------------
+// StepOutput
+// ---------------------------------------------------------------------------
+
+/// What a step writes: commands to dispatch, and the status. It also sends
+/// messages, links, monitors and cancels right away, so their errors come
+/// back to the step. Processes woken by its sends run on the same worker
+/// (the first one in the LIFO slot).
+pub struct StepOutput<'a, M: Send + 'static> {
+    cell: &'a Arc<Cell<M>>,
+    inner: &'a Arc<Inner<M>>,
+    woken: &'a mut Vec<Arc<Cell<M>>>,
+    /// The worker's id (its counters) and its cache of PIDs it sent to.
+    worker: usize,
+    cache: &'a mut HashMap<Pid, Arc<Cell<M>>>,
+    commands: Vec<(Tag, Command<M>)>,
+    status: Status<M>,
+}
+
+impl<M: Send + 'static> fmt::Debug for StepOutput<'_, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StepOutput")
+            .field("pid", &self.cell.pid)
+            .field("commands", &self.commands.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, M: Send + 'static> StepOutput<'a, M> {
+    /// This process's PID.
+    pub fn pid(&self) -> Pid {
+        self.cell.pid
+    }
+
+    /// Yields `command` under `tag`; its completion arrives as
+    /// [`Event::Completion`] with the same tag. A tag still pending gets an
+    /// immediate [`CommandError::DuplicateTag`] completion.
+    pub fn yield_command(&mut self, tag: Tag, command: Command<M>) {
+        self.commands.push((tag, command));
+    }
+
+    /// `yield_command(tag, Command::Sleep(d))`.
+    pub fn sleep(&mut self, tag: Tag, d: Duration) {
+        self.yield_command(tag, Command::Sleep(d));
+    }
+
+    /// `yield_command(tag, Command::Call { to, msg })`.
+    pub fn call(&mut self, tag: Tag, to: Pid, msg: M) {
+        self.yield_command(tag, Command::Call { to, msg });
+    }
+
+    /// Spawns a child (a `Spawn` command): completes with its PID.
+    pub fn spawn_child<P: Process<M>>(
+        &mut self,
+        tag: Tag,
+        process: P,
+        method: &str,
+        input: Option<M>,
+    ) {
+        self.yield_command(
+            tag,
+            Command::Spawn {
+                process: Box::new(process),
+                method: method.to_string(),
+                input,
+                mailbox_bound: None,
+            },
+        );
+    }
+
+    /// Sends `msg` to `to` now. Refused at once if `to` has ended or its
+    /// bounded mailbox is full (a step never waits).
+    pub fn send(&mut self, to: Pid, msg: M) -> Result<(), SendError<M>> {
+        // The worker keeps the cells it sent to, so a conversation does not
+        // take the registry lock per message. A cached cell of a process that
+        // has ended refuses at its admission word (CLOSED is set before the
+        // registry marks the exit), so the cache never delivers to a dead
+        // process, and a cell is one process: a reused slot is a new cell.
+        let cell = match self.cache.get(&to) {
+            Some(cell) => cell,
+            None => {
+                let Some(cell) = self.inner.lookup(to) else {
+                    Counters::add(&self.inner.counters[self.worker].refused, 1);
+                    return Err(SendError::NoProcess(msg));
+                };
+                if self.cache.len() >= SEND_CACHE {
+                    self.cache.clear();
+                }
+                self.cache.entry(to).or_insert(cell)
+            }
+        };
+        let mut sink = Sink::Local(self.woken, self.worker);
+        let r = self
+            .inner
+            .send_to_cell(Some(self.cell.pid), cell, msg, &mut sink);
+        if let Err(SendError::NoProcess(_)) = &r {
+            self.cache.remove(&to);
+        }
+        r
+    }
+
+    /// Requests cancellation of `pid` (it gets [`Event::Cancel`]).
+    pub fn cancel(&mut self, pid: Pid) -> bool {
+        let Some(cell) = self.inner.lookup(pid) else {
+            return false;
+        };
+        let mut sink = Sink::Local(self.woken, self.worker);
+        self.inner.cancel_cell(&cell, &mut sink);
+        true
+    }
+
+    /// Links this process and `pid`: each gets an [`Event::Exit`] when the
+    /// other ends. If `pid` has ended already, the notice comes at once.
+    pub fn link(&mut self, pid: Pid) {
+        self.watch(pid, Relation::Link);
+    }
+
+    /// Monitors `pid`: this process gets an [`Event::Exit`] when it ends.
+    pub fn monitor(&mut self, pid: Pid) {
+        self.watch(pid, Relation::Monitor);
+    }
+
+    fn watch(&mut self, pid: Pid, relation: Relation) {
+        let me = self.cell.pid;
+        let reason = match self.inner.cell_for_close(pid) {
+            Some(target) => {
+                let mut meta = lock(&target.meta);
+                match &meta.exited {
+                    Some(r) => Some(r.clone()),
+                    None => {
+                        match relation {
+                            Relation::Link => meta.links.push(me),
+                            _ => meta.monitors.push(me),
+                        }
+                        None
+                    }
+                }
+            }
+            None => Some(ExitReason::NoProcess),
+        };
+        match reason {
+            None => {
+                if relation == Relation::Link {
+                    lock(&self.cell.meta).links.push(pid);
+                }
+            }
+            Some(reason) => {
+                let ev = Event::Exit(ExitNotice {
+                    pid,
+                    reason,
+                    relation,
+                    value: None,
+                });
+                let mut sink = Sink::Local(self.woken, self.worker);
+                let _ = self.inner.deliver(self.cell, ev, false, &mut sink);
+            }
+        }
+    }
+
+    /// The PID registered under `name`.
+    pub fn whereis(&self, name: &str) -> Option<Pid> {
+        whereis(self.inner, name)
+    }
+
+    /// A completion handle, for handing to code outside the step.
+    pub fn completer(&self) -> Completer<M> {
+        Completer {
+            inner: Arc::downgrade(self.inner),
+        }
+    }
+
+    /// Sets the status: wait for messages (the default).
+    pub fn idle(&mut self) {
+        self.status = Status::Idle;
+    }
+
+    /// Sets the status: wait for yield completions.
+    pub fn block(&mut self) {
+        self.status = Status::Blocked;
+    }
+
+    /// Sets the status: run again after the other ready processes.
+    pub fn keep_running(&mut self) {
+        self.status = Status::Running;
+    }
+
+    /// Sets the status: done, with `value` for the parent.
+    pub fn complete(&mut self, value: Option<M>) {
+        self.status = Status::Complete(value);
+    }
+
+    /// Sets the status: failed with `error`.
+    pub fn fail(&mut self, error: impl Into<String>) {
+        self.status = Status::Fail(error.into());
+    }
+
+    /// Sets the status.
+    pub fn set_status(&mut self, status: Status<M>) {
+        self.status = status;
+    }
+}
+
+fn whereis<M: Send + 'static>(inner: &Inner<M>, name: &str) -> Option<Pid> {
+    let reg = lock(&inner.registry);
+    let pid = *reg.names.get(name)?;
+    reg.lookup(pid).map(|_| pid)
+}
+
+// ---------------------------------------------------------------------------
+// Completer and ReplyTo
+// ---------------------------------------------------------------------------
+
+/// A thread-safe handle that completes yielded commands:
+/// `complete(pid, tag, result)`. Cheap to clone. Completing a tag that is
+/// not pending (a second completion) is an error, not an event.
+pub struct Completer<M: Send + 'static> {
+    inner: Weak<Inner<M>>,
+}
+
+impl<M: Send + 'static> Clone for Completer<M> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<M: Send + 'static> fmt::Debug for Completer<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Completer").finish_non_exhaustive()
+    }
+}
+
+impl<M: Send + 'static> Completer<M> {
+    /// Delivers the completion of `tag` to `pid`.
+    pub fn complete(
+        &self,
+        pid: Pid,
+        tag: Tag,
+        result: Result<Outcome<M>, CommandError>,
+    ) -> Result<(), CompleteError> {
+        let inner = self.inner.upgrade().ok_or(CompleteError::NoProcess)?;
+        inner.complete(pid, tag, result, &mut Sink::Remote)
+    }
+}
+
+/// The way back to a caller ([`Command::Call`]). Reply with
+/// [`ReplyTo::reply`]; dropped unanswered (also when the callee ends with the
+/// request still queued), it completes the call with
+/// [`CommandError::NoReply`], so a caller never waits for a callee that is
+/// gone.
+pub struct ReplyTo<M: Send + 'static> {
+    completer: Completer<M>,
+    caller: Pid,
+    tag: Tag,
+    answered: bool,
+}
+
+impl<M: Send + 'static> fmt::Debug for ReplyTo<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplyTo")
+            .field("caller", &self.caller)
+            .field("tag", &self.tag)
+            .finish()
+    }
+}
+
+impl<M: Send + 'static> ReplyTo<M> {
+    /// The calling process.
+    pub fn caller(&self) -> Pid {
+        self.caller
+    }
+
+    /// Answers the call.
+    pub fn reply(mut self, msg: M) -> Result<(), CompleteError> {
+        self.answered = true;
+        self.completer
+            .complete(self.caller, self.tag, Ok(Outcome::Reply(msg)))
+    }
+}
+
+impl<M: Send + 'static> Drop for ReplyTo<M> {
+    fn drop(&mut self) {
+        if !self.answered {
+            let _ = self
+                .completer
+                .complete(self.caller, self.tag, Err(CommandError::NoReply));
+        }
+    }
+}
+
+/// Completes a `Sleep` when the timer wheel fires it, then frees its wheel
+/// entry (a fired entry stays in the wheel until its owner removes it).
+struct SleepWake<M: Send + 'static> {
+    completer: Completer<M>,
+    driver: Driver,
+    pid: Pid,
+    tag: Tag,
+    /// The wheel entry once registered, and whether the wake came first.
+    entry: Mutex<(Option<Key>, bool)>,
+}
+
+impl<M: Send + 'static> SleepWake<M> {
+    /// Records the entry; frees it at once if the wake already ran.
+    fn registered(&self, key: Key) {
+        let mut e = lock(&self.entry);
+        if e.1 {
+            drop(e);
+            self.driver.cancel(key);
+        } else {
+            e.0 = Some(key);
+        }
+    }
+}
+
+impl<M: Send + 'static> Wake for SleepWake<M> {
+    fn wake(self: Arc<Self>) {
+        let _ = self
+            .completer
+            .complete(self.pid, self.tag, Ok(Outcome::Done));
+        let key = {
+            let mut e = lock(&self.entry);
+            e.1 = true;
+            e.0.take()
+        };
+        // `Driver::process` wakes outside its lock, so this may take it.
+        if let Some(key) = key {
+            self.driver.cancel(key);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The public runtime
+// ---------------------------------------------------------------------------
+
+/// Builds a [`ProcessRuntime`].
+pub struct Builder<M: Send + 'static> {
+    workers: usize,
+    budget: usize,
+    seed: u64,
+    handlers: HashMap<String, Handler<M>>,
+    spin_iters: u32,
+    park_timeout: Duration,
+    start_paused: bool,
+}
+
+impl<M: Send + 'static> fmt::Debug for Builder<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("workers", &self.workers)
+            .field("budget", &self.budget)
+            .field("handlers", &self.handlers.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl<M: Send + 'static> Builder<M> {
+    /// Worker threads (default: the available cores). At least 1.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n;
+        self
+    }
+
+    /// Events one step takes at most (default [`DEFAULT_EVENT_BUDGET`]). At
+    /// least 1.
+    pub fn event_budget(mut self, n: usize) -> Self {
+        self.budget = n.max(1);
+        self
+    }
+
+    /// Seed of the workers' victim choice.
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Start the timer clock paused (tests).
+    pub fn start_paused(mut self, paused: bool) -> Self {
+        self.start_paused = paused;
+        self
+    }
+
+    /// Registers `handler` for `Command::Custom { kind, .. }`.
+    pub fn handler(
+        mut self,
+        kind: impl Into<String>,
+        handler: impl Fn(Request<M>) + Send + Sync + 'static,
+    ) -> Self {
+        self.handlers.insert(kind.into(), Arc::new(handler));
+        self
+    }
+
+    /// Starts the workers.
+    pub fn build(self) -> io::Result<ProcessRuntime<M>> {
+        if self.workers == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "workers must be at least 1",
+            ));
+        }
+        ProcessRuntime::start(self)
+    }
+}
+
+/// A runtime of processes on magpie's worker loop. Dropping it shuts it
+/// down at once (timeout zero).
+pub struct ProcessRuntime<M: Send + 'static> {
+    handle: ProcessHandle<M>,
+    threads: Vec<thread::JoinHandle<WorkerMetrics>>,
+}
+
+/// A cloneable handle for spawning, sending and registering from anywhere.
+pub struct ProcessHandle<M: Send + 'static> {
+    inner: Arc<Inner<M>>,
+}
+
+impl<M: Send + 'static> Clone for ProcessHandle<M> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<M: Send + 'static> fmt::Debug for ProcessHandle<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProcessHandle")
+            .field("workers", &self.inner.sched.workers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M: Send + 'static> fmt::Debug for ProcessRuntime<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProcessRuntime")
+            .field("workers", &self.inner().sched.workers)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`ProcessRuntime::shutdown`] did.
+#[derive(Debug, Default)]
+pub struct ShutdownReport {
+    /// Processes still open at the timeout, closed by force (children
+    /// before parents).
+    pub forced: Vec<Pid>,
+    /// Processes whose step was still running on a worker at the timeout:
+    /// their `close` could not run (the worker thread was left detached).
+    pub stuck: Vec<Pid>,
+    /// The counters at the end.
+    pub metrics: ProcessMetrics,
+}
+
+impl<M: Send + 'static> ProcessRuntime<M> {
+    /// A [`Builder`] with the defaults.
+    pub fn builder() -> Builder<M> {
+        Builder {
+            workers: affinity::available_cores(),
+            budget: DEFAULT_EVENT_BUDGET,
+            seed: DEFAULT_SEED,
+            handlers: HashMap::new(),
+            spin_iters: 200,
+            park_timeout: Duration::from_micros(200),
+            start_paused: false,
+        }
+    }
+
+    fn inner(&self) -> &Arc<Inner<M>> {
+        &self.handle.inner
+    }
+
+    fn start(b: Builder<M>) -> io::Result<Self> {
+        let (inner, owned) = Inner::new(&b);
+        let handle = ProcessHandle { inner };
+        let mut threads = Vec::with_capacity(b.workers);
+        for (id, (local, parker)) in owned.into_iter().enumerate() {
+            let inner = handle.inner.clone();
+            let seed = b.seed;
+            let spawned = thread::Builder::new()
+                .name(format!("magpie-proc-{id}"))
+                .spawn(move || worker_main(inner, id, local, parker, seed));
+            match spawned {
+                Ok(t) => threads.push(t),
+                Err(e) => {
+                    let rt = ProcessRuntime { handle, threads };
+                    drop(rt);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(ProcessRuntime { handle, threads })
+    }
+
+    /// A cloneable handle.
+    pub fn handle(&self) -> &ProcessHandle<M> {
+        &self.handle
+    }
+
+    /// [`ProcessHandle::spawn`].
+    pub fn spawn<P: Process<M>>(
+        &self,
+        process: P,
+        method: &str,
+        input: Option<M>,
+    ) -> Result<Pid, SpawnError> {
+        self.handle.spawn(process, method, input)
+    }
+
+    /// [`ProcessHandle::spawn_with`].
+    pub fn spawn_with<P: Process<M>>(
+        &self,
+        opts: SpawnOptions,
+        process: P,
+        method: &str,
+        input: Option<M>,
+    ) -> Result<Pid, SpawnError> {
+        self.handle.spawn_with(opts, process, method, input)
+    }
+
+    /// [`ProcessHandle::send`].
+    pub fn send(&self, to: Pid, msg: M) -> Result<(), SendError<M>> {
+        self.handle.send(to, msg)
+    }
+
+    /// [`ProcessHandle::try_send`].
+    pub fn try_send(&self, to: Pid, msg: M) -> Result<(), SendError<M>> {
+        self.handle.try_send(to, msg)
+    }
+
+    /// The counters so far.
+    pub fn metrics(&self) -> ProcessMetrics {
+        self.inner().metrics()
+    }
+
+    /// Graceful shutdown: new spawns are refused; every live process gets
+    /// [`Event::Cancel`]; the runtime waits up to `timeout` for all of them
+    /// to end and close; then it stops the workers and closes the rest by
+    /// force, deepest in the spawn tree first (children before parents),
+    /// and reports them.
+    pub fn shutdown(mut self, timeout: Duration) -> ShutdownReport {
+        self.shutdown_inner(timeout)
+    }
+
+    fn shutdown_inner(&mut self, timeout: Duration) -> ShutdownReport {
+        let inner = self.handle.inner.clone();
+        let deadline = StdInstant::now() + timeout;
+        // 1. No new processes; 2. cancel every live one.
+        let live: Vec<Arc<Cell<M>>> = {
+            let mut reg = lock(&inner.registry);
+            reg.accepting = false;
+            reg.slots
+                .iter()
+                .filter(|s| !s.exited)
+                .filter_map(|s| s.cell.clone())
+                .collect()
+        };
+        for cell in &live {
+            inner.cancel_cell(cell, &mut Sink::Remote);
+        }
+        drop(live);
+        // 3. Wait for every close, up to the deadline.
+        {
+            let mut reg = lock(&inner.registry);
+            while reg.open > 0 {
+                let now = StdInstant::now();
+                if now >= deadline {
+                    break;
+                }
+                reg = inner
+                    .all_closed
+                    .wait_timeout(reg, deadline - now)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+        }
+        // 4. Stop the workers. One still inside a step at the deadline is
+        //    left detached.
+        let _ = inner.sched.gate.close();
+        inner.sched.initiate_done();
+        let join_deadline = StdInstant::now().max(deadline) + Duration::from_millis(100);
+        for t in self.threads.drain(..) {
+            while !t.is_finished() && StdInstant::now() < join_deadline {
+                thread::sleep(Duration::from_millis(1));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            }
+        }
+        for cell in inner.sched.inject.drain() {
+            drop(cell);
+        }
+        // 5. Force: close what is left, deepest first.
+        let mut rest: Vec<Arc<Cell<M>>> = lock(&inner.registry)
+            .slots
+            .iter()
+            .filter_map(|s| s.cell.clone())
+            .collect();
+        rest.sort_by_key(|c| std::cmp::Reverse(c.depth));
+        let mut report = ShutdownReport::default();
+        for cell in rest {
+            match cell.mailbox.claim_for_close() {
+                Ok(token) => {
+                    token.complete(drop);
+                    lock(&cell.meta).exited = Some(ExitReason::Forced);
+                    Counters::add(&inner.shared_ctr().forced, 1);
+                    inner.run_close(&cell);
+                    report.forced.push(cell.pid);
+                }
+                Err(TransitionToClaimed::Complete) => {
+                    // Ended, waiting for a child's close: the children came
+                    // first in this order, so close it now.
+                    inner.run_close(&cell);
+                }
+                Err(_) => report.stuck.push(cell.pid),
+            }
+        }
+        inner.driver.shutdown();
+        report.metrics = inner.metrics();
+        report
+    }
+}
+
+impl<M: Send + 'static> Drop for ProcessRuntime<M> {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            let _ = self.shutdown_inner(Duration::ZERO);
+        }
+    }
+}
+
+impl<M: Send + 'static> ProcessHandle<M> {
+    /// Spawns `process` at entry point `method`. `init` runs here, on the
+    /// calling thread; an unknown method is [`SpawnError::Init`].
+    pub fn spawn<P: Process<M>>(
+        &self,
+        process: P,
+        method: &str,
+        input: Option<M>,
+    ) -> Result<Pid, SpawnError> {
+        self.spawn_with(SpawnOptions::default(), process, method, input)
+    }
+
+    /// [`spawn`](Self::spawn) with a mailbox bound and/or a name.
+    pub fn spawn_with<P: Process<M>>(
+        &self,
+        opts: SpawnOptions,
+        process: P,
+        method: &str,
+        input: Option<M>,
+    ) -> Result<Pid, SpawnError> {
+        self.inner.spawn_cell(
+            None,
+            Box::new(process),
+            method,
+            input,
+            opts,
+            &mut Sink::Remote,
+        )
+    }
+
+    /// Sends `msg` to `to`. Fails at once (never waits) if `to` has ended, or
+    /// if its bounded mailbox is full; the message is handed back. Same as
+    /// [`try_send`](Self::try_send); [`send_wait`](Self::send_wait) waits for
+    /// room instead.
+    pub fn send(&self, to: Pid, msg: M) -> Result<(), SendError<M>> {
+        self.inner.send_message(None, to, msg, &mut Sink::Remote)
+    }
+
+    /// Sends `msg` if `to`'s mailbox has room; else hands it back.
+    pub fn try_send(&self, to: Pid, msg: M) -> Result<(), SendError<M>> {
+        self.send(to, msg)
+    }
+
+    /// A future that sends `msg`, waiting while `to`'s bounded mailbox is
+    /// full. Resolves with an error if `to` ends first.
+    pub fn send_wait(&self, to: Pid, msg: M) -> SendWait<M> {
+        SendWait {
+            inner: self.inner.clone(),
+            to,
+            msg: Some(msg),
+        }
+    }
+
+    /// Requests cancellation of `pid`. `false` if it has ended.
+    pub fn cancel(&self, pid: Pid) -> bool {
+        match self.inner.lookup(pid) {
+            Some(cell) => {
+                self.inner.cancel_cell(&cell, &mut Sink::Remote);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Registers `name` for `pid`. A name held by an ended process is free.
+    pub fn register(&self, name: &str, pid: Pid) -> Result<(), RegisterError> {
+        let mut reg = lock(&self.inner.registry);
+        if reg.lookup(pid).is_none() {
+            return Err(RegisterError::NoProcess);
+        }
+        if let Some(old) = reg.names.get(name) {
+            if reg.lookup(*old).is_some() {
+                return Err(RegisterError::Taken);
+            }
+        }
+        reg.names.insert(name.to_string(), pid);
+        Ok(())
+    }
+
+    /// Removes `name`; returns the PID it named.
+    pub fn unregister(&self, name: &str) -> Option<Pid> {
+        lock(&self.inner.registry).names.remove(name)
+    }
+
+    /// The live process registered as `name`.
+    pub fn whereis(&self, name: &str) -> Option<Pid> {
+        whereis(&self.inner, name)
+    }
+
+    /// Whether `pid` is a live process.
+    pub fn is_alive(&self, pid: Pid) -> bool {
+        self.inner.lookup(pid).is_some()
+    }
+
+    /// A completion handle for command handlers.
+    pub fn completer(&self) -> Completer<M> {
+        Completer {
+            inner: Arc::downgrade(&self.inner),
+        }
+    }
+
+    /// The counters so far.
+    pub fn metrics(&self) -> ProcessMetrics {
+        self.inner.metrics()
+    }
+}
+
+/// The future of [`ProcessHandle::send_wait`].
+pub struct SendWait<M: Send + 'static> {
+    inner: Arc<Inner<M>>,
+    to: Pid,
+    msg: Option<M>,
+}
+
+impl<M: Send + 'static> fmt::Debug for SendWait<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendWait").field("to", &self.to).finish()
+    }
+}
+
+impl<M: Send + 'static> Unpin for SendWait<M> {}
+
+impl<M: Send + 'static> Future for SendWait<M> {
+    type Output = Result<(), SendError<M>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(msg) = self.msg.take() else {
+            panic!("SendWait polled after it finished");
+        };
+        let Some(cell) = self.inner.lookup(self.to) else {
+            Counters::add(&self.inner.shared_ctr().refused, 1);
+            return Poll::Ready(Err(SendError::NoProcess(msg)));
+        };
+        let msg = match self
+            .inner
+            .send_message(None, self.to, msg, &mut Sink::Remote)
+        {
+            Err(SendError::Full(msg)) => msg,
+            other => return Poll::Ready(other),
+        };
+        // Register, then try again: a step that frees room after our first
+        // try takes the waiters after its release, so it sees this waker or
+        // we see its room (README.md, "Bounded mailboxes").
+        lock(&cell.meta).send_waiters.push(cx.waker().clone());
+        match self
+            .inner
+            .send_message(None, self.to, msg, &mut Sink::Remote)
+        {
+            Err(SendError::Full(msg)) => {
+                self.msg = Some(msg);
+                Poll::Pending
+            }
+            other => Poll::Ready(other),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The worker
+// ---------------------------------------------------------------------------
+
+struct ProcWorker<M: Send + 'static> {
+    core: Core<Arc<Cell<M>>>,
+    rng: XorShift64,
+    metrics: WorkerMetrics,
+    inner: Arc<Inner<M>>,
+    events: Vec<Event<M>>,
+    woken: Vec<Arc<Cell<M>>>,
+    cache: HashMap<Pid, Arc<Cell<M>>>,
+    steps_since_timers: u32,
+}
+
+impl<M: Send + 'static> ProcWorker<M> {
+    fn new(
+        inner: &Arc<Inner<M>>,
+        id: usize,
+        local: Local<Arc<Cell<M>>>,
+        parker: Parker,
+        seed: u64,
+        clock: sched::ClockFn,
+    ) -> Self {
+        ProcWorker {
+            core: Core::new(&inner.sched, id, local, parker, clock),
+            rng: XorShift64::new(seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+            metrics: WorkerMetrics::default(),
+            inner: inner.clone(),
+            events: Vec::new(),
+            woken: Vec::new(),
+            cache: HashMap::new(),
+            steps_since_timers: 0,
+        }
+    }
+}
+
+impl<M: Send + 'static> Worker for ProcWorker<M> {
+    type Task = Arc<Cell<M>>;
+
+    #[inline(always)]
+    fn parts(&mut self) -> Parts<'_, Arc<Cell<M>>> {
+        Parts {
+            core: &mut self.core,
+            shared: &self.inner.sched,
+            rng: &mut self.rng,
+            metrics: &mut self.metrics,
+        }
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    static EPOCH: std::sync::OnceLock<StdInstant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(StdInstant::now).elapsed().as_nanos() as u64
+}
+
+fn worker_main<M: Send + 'static>(
+    inner: Arc<Inner<M>>,
+    id: usize,
+    local: Local<Arc<Cell<M>>>,
+    parker: Parker,
+    seed: u64,
+) -> WorkerMetrics {
+    let _time = crate::time::enter(&inner.driver);
+    let previous_id = worker_id::set_current_worker_id(Some(id));
+    let mut w = ProcWorker::new(&inner, id, local, parker, seed, monotonic_ns);
+    if sched::enter(&mut w) {
+        run_loop(&mut w);
+    }
+    while let Some(cell) = w.core.local.pop() {
+        drop(cell);
+    }
+    drop(w.core.take_lifo());
+    worker_id::set_current_worker_id(previous_id);
+    w.metrics.clone()
+}
+
+fn run_loop<M: Send + 'static>(w: &mut ProcWorker<M>) {
+    let mut idle = TieredIdle::new(w.inner.spin_iters, w.inner.park_timeout);
+    let mut trace = NoopTrace;
+    loop {
+        match sched::find_task(w, &mut trace) {
+            Found::Task(cell) => {
+                idle.on_work();
+                w.steps_since_timers += 1;
+                if w.steps_since_timers >= TIMER_CHECK_INTERVAL {
+                    fire_timers(w);
+                }
+                run_cell(w, cell);
+            }
+            Found::Exit => return,
+            Found::Idle => {
+                if fire_timers(w) > 0 {
+                    idle.on_work();
+                    continue;
+                }
+                match idle.next_action() {
+                    IdleAction::Spin => std::hint::spin_loop(),
+                    IdleAction::Yield => thread::yield_now(),
+                    IdleAction::Park(timeout) => match sched::prepare_park(w, &mut trace) {
+                        ParkPrep::Resume => idle.on_work(),
+                        ParkPrep::Exit => return,
+                        ParkPrep::Sleep => {
+                            let timeout = until_next_timer(&w.inner.driver)
+                                .map_or(timeout, |t| t.min(timeout));
+                            let result = w.core.parker.park_timeout(timeout);
+                            if !sched::after_park(w, result, &mut trace) {
+                                return;
+                            }
+                        }
+                    },
+                }
+            }
+        }
+    }
+}
+
+fn fire_timers<M: Send + 'static>(w: &mut ProcWorker<M>) -> usize {
+    w.steps_since_timers = 0;
+    let driver = &w.inner.driver;
+    let Some(next) = driver.next_expiration() else {
+        return 0;
+    };
+    let now = driver.clock().now();
+    if next > now {
+        return 0;
+    }
+    driver.process(now)
+}
+
+fn until_next_timer(driver: &Driver) -> Option<Duration> {
+    let next = driver.next_expiration()?;
+    Some(next.saturating_duration_since(driver.clock().now()))
+}
+
+/// Runs one process entry: one step (README.md, "Worker").
+fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
+    let inner = w.inner.clone();
+    let id = w.core.id;
+    // 1. READY -> RUNNING, or a stale entry.
+    let Some(mut token) = cell.mailbox.transition_to_running() else {
+        return;
+    };
+    // 2. Take at most the budget of events.
+    let mut events = std::mem::take(&mut w.events);
+    events.clear();
+    let (first, cancel_new) = {
+        let mut meta = lock(&cell.meta);
+        let first = !meta.started;
+        meta.started = true;
+        (first, token.is_cancelled() && !meta.cancel_delivered)
+    };
+    while events.len() < inner.budget {
+        match token.pop() {
+            Some(ev) => events.push(ev),
+            None => break,
+        }
+    }
+    let budget_hit = events.len() >= inner.budget;
+    // The cancel comes after the events queued before it, once the queue
+    // has been drained: with the budget used up it waits for the next step.
+    if cancel_new && !budget_hit {
+        lock(&cell.meta).cancel_delivered = true;
+        events.push(Event::Cancel);
+    }
+    if cell.bound.is_some() {
+        token.release_popped();
+        let waiters = std::mem::take(&mut lock(&cell.meta).send_waiters);
+        waiters.into_iter().for_each(Waker::wake);
+    }
+    if events.is_empty() && !first {
+        // A spare wake (the event was taken by the step before): back to
+        // sleep as it was, unless the last step asked to keep running.
+        let wait = lock(&cell.meta).last_wait;
+        if wait != Wait::Yield {
+            finish(w, &cell, token, wait);
+            w.events = events;
+            return;
+        }
+    }
+    Counters::add(&inner.counters[id].steps, 1);
+    Counters::add(&inner.counters[id].events, events.len() as u64);
+    // 3. Step.
+    let mut woken = std::mem::take(&mut w.woken);
+    let mut cache = std::mem::take(&mut w.cache);
+    let (result, commands, status) = {
+        let mut out = StepOutput {
+            cell: &cell,
+            inner: &inner,
+            woken: &mut woken,
+            worker: id,
+            cache: &mut cache,
+            commands: Vec::new(),
+            status: Status::Idle,
+        };
+        let mut body = lock(&cell.body);
+        let result = match body.as_mut() {
+            Some(p) => panic::catch_unwind(AssertUnwindSafe(|| p.step(events.drain(..), &mut out))),
+            None => Ok(()),
+        };
+        drop(body);
+        (result, std::mem::take(&mut out.commands), out.status)
+    };
+    events.clear();
+    w.events = events;
+    w.cache = cache;
+    // 4. Dispatch, then end the step.
+    let mut sink = Sink::Local(&mut woken, id);
+    match result {
+        Err(payload) => {
+            Counters::add(&inner.counters[id].failed, 1);
+            Counters::add(&inner.counters[id].panicked, 1);
+            drop(commands);
+            end_process(
+                &inner,
+                &cell,
+                token,
+                ExitReason::Panicked(panic_text(&*payload)),
+                None,
+                &mut sink,
+            );
+        }
+        Ok(()) => match status {
+            Status::Complete(value) => {
+                Counters::add(&inner.counters[id].completed, 1);
+                dispatch(&inner, &cell, commands, &mut sink);
+                end_process(
+                    &inner,
+                    &cell,
+                    token,
+                    ExitReason::Completed,
+                    value,
+                    &mut sink,
+                );
+            }
+            Status::Fail(e) => {
+                Counters::add(&inner.counters[id].failed, 1);
+                end_process(&inner, &cell, token, ExitReason::Failed(e), None, &mut sink);
+            }
+            status => {
+                dispatch(&inner, &cell, commands, &mut sink);
+                let wait = match status {
+                    Status::Blocked => Wait::Blocked,
+                    Status::Running => Wait::Yield,
+                    _ => Wait::Idle,
+                };
+                lock(&cell.meta).last_wait = wait;
+                let wait = if budget_hit { Wait::Yield } else { wait };
+                finish(w, &cell, token, wait);
+            }
+        },
+    }
+    // 5. Processes woken by this step run here: the first takes the LIFO
+    //    slot, the others go to the ring behind it.
+    let mut parts = w.parts();
+    for c in woken.drain(..) {
+        parts.spawn_local(c);
+    }
+    w.woken = woken;
+}
+
+fn finish<M: Send + 'static>(
+    w: &mut ProcWorker<M>,
+    cell: &Arc<Cell<M>>,
+    token: Stepping<'_, Event<M>>,
+    wait: Wait,
+) {
+    if token.finish(wait) == TransitionToWaiting::Requeue {
+        let mut parts = w.parts();
+        if wait == Wait::Yield {
+            // Used its budget or asked to keep running: behind the others,
+            // and the global queue gets a look first.
+            parts.push_yielded(cell.clone());
+        } else {
+            parts.push_local(cell.clone());
+        }
+    }
+}
+
+fn end_process<M: Send + 'static>(
+    inner: &Arc<Inner<M>>,
+    cell: &Arc<Cell<M>>,
+    token: Stepping<'_, Event<M>>,
+    reason: ExitReason,
+    value: Option<M>,
+    sink: &mut Sink<'_, M>,
+) {
+    // Queued events are dropped: a call's ReplyTo answers NoReply as it goes.
+    let mut leftovers = Vec::new();
+    token.complete(|ev| leftovers.push(ev));
+    drop(leftovers);
+    inner.exit(cell, reason, value, sink);
+}
+
+fn dispatch<M: Send + 'static>(
+    inner: &Arc<Inner<M>>,
+    cell: &Arc<Cell<M>>,
+    commands: Vec<(Tag, Command<M>)>,
+    sink: &mut Sink<'_, M>,
+) {
+    for (tag, command) in commands {
+        if !lock(&cell.meta).pending.insert(tag) {
+            inner.complete_unpending(cell, tag, CommandError::DuplicateTag, sink);
+            continue;
+        }
+        let pid = cell.pid;
+        match command {
+            Command::Sleep(d) => {
+                let deadline: Instant = inner.driver.clock().now() + d;
+                let wake = Arc::new(SleepWake {
+                    completer: Completer {
+                        inner: Arc::downgrade(inner),
+                    },
+                    driver: inner.driver.clone(),
+                    pid,
+                    tag,
+                    entry: Mutex::new((None, false)),
+                });
+                let waker = Waker::from(wake.clone());
+                match inner.driver.register(deadline, &waker) {
+                    Some(key) => wake.registered(key),
+                    None => {
+                        let _ = inner.complete(pid, tag, Ok(Outcome::Done), sink);
+                    }
+                }
+            }
+            Command::Spawn {
+                process,
+                method,
+                input,
+                mailbox_bound,
+            } => {
+                let opts = SpawnOptions {
+                    mailbox_bound,
+                    name: None,
+                };
+                let r = inner.spawn_cell(Some(cell), process, &method, input, opts, sink);
+                let result = r
+                    .map(Outcome::Spawned)
+                    .map_err(|e| CommandError::Spawn(e.to_string()));
+                let _ = inner.complete(pid, tag, result, sink);
+            }
+            Command::Call { to, msg } => {
+                let Some(target) = inner.lookup(to) else {
+                    let _ = inner.complete(pid, tag, Err(CommandError::NoProcess), sink);
+                    continue;
+                };
+                let ev = Event::Message {
+                    from: Some(pid),
+                    msg,
+                    reply: Some(ReplyTo {
+                        completer: Completer {
+                            inner: Arc::downgrade(inner),
+                        },
+                        caller: pid,
+                        tag,
+                        answered: false,
+                    }),
+                };
+                match inner.deliver(&target, ev, true, sink) {
+                    Ok(()) => Counters::add(&inner.ctr(sink).sent, 1),
+                    Err((ev, reason)) => {
+                        Counters::add(&inner.ctr(sink).refused, 1);
+                        // Disarm the ReplyTo: the error below is the answer.
+                        if let Event::Message {
+                            reply: Some(mut r), ..
+                        } = ev
+                        {
+                            r.answered = true;
+                        }
+                        let err = match reason {
+                            Refusal::Full => CommandError::MailboxFull,
+                            Refusal::Closed => CommandError::NoProcess,
+                        };
+                        let _ = inner.complete(pid, tag, Err(err), sink);
+                    }
+                }
+            }
+            Command::Custom { kind, input } => match inner.handlers.get(&kind) {
+                Some(h) => {
+                    let h = h.clone();
+                    let req = Request {
+                        pid,
+                        tag,
+                        kind,
+                        input,
+                        completer: Completer {
+                            inner: Arc::downgrade(inner),
+                        },
+                    };
+                    if let Err(p) = panic::catch_unwind(AssertUnwindSafe(|| h(req))) {
+                        let _ = inner.complete(
+                            pid,
+                            tag,
+                            Err(CommandError::Failed(panic_text(&*p))),
+                            sink,
+                        );
+                    }
+                }
+                None => {
+                    let _ = inner.complete(pid, tag, Err(CommandError::UnknownKind(kind)), sink);
+                }
+            },
+        }
+    }
+}
