@@ -23,6 +23,7 @@ mod rt;
 mod sched;
 pub mod sim;
 pub mod time;
+pub mod trace;
 mod worker_id;
 
 pub use config::{ExecutorConfig, DEFAULT_SEED, MAX_PARK_TIMEOUT};
