@@ -18,6 +18,7 @@
 
 mod config;
 mod executor;
+pub mod lanes;
 mod metrics;
 mod rt;
 mod sched;
