@@ -278,7 +278,7 @@ from = "src.out"
 to = "relay.in"
 "#;
 
-fn registry(log: &Log, seen: &Arc<Mutex<Vec<(u64, Vec<u64>)>>>) -> Registry {
+fn registry(log: &Log, seen: &Seen) -> Registry {
     let mut reg = Registry::new();
     let l = log.clone();
     reg.register("source", move || Source {

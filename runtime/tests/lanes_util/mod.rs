@@ -15,6 +15,13 @@ pub const IN: Input<u64> = Input::new("in");
 /// A shared, ordered log of what ran: (component, epoch, invocation).
 pub type Log = Arc<Mutex<Vec<(String, u64, usize)>>>;
 
+/// What a relay saw: (epoch, input values).
+pub type Seen = Arc<Mutex<Vec<(u64, Vec<u64>)>>>;
+
+pub fn seen() -> Seen {
+    Arc::new(Mutex::new(Vec::new()))
+}
+
 pub fn log() -> Log {
     Arc::new(Mutex::new(Vec::new()))
 }
@@ -57,7 +64,7 @@ impl Component for Source {
 pub struct Relay {
     pub add: u64,
     pub log: Log,
-    pub seen: Arc<Mutex<Vec<(u64, Vec<u64>)>>>,
+    pub seen: Seen,
 }
 
 impl Component for Relay {
