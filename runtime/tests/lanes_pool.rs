@@ -221,6 +221,7 @@ fn job(order: &Arc<Mutex<Vec<String>>>, name: &str, component: usize, priority: 
                 Dispatch::Dropped(DropReason::Closed) => format!("{name}:closed"),
             };
             order.lock().unwrap().push(tag);
+            None
         }),
     }
 }
@@ -236,7 +237,10 @@ fn gated(spec: ThreadPoolSpec) -> (magpie_runtime::Runtime, PoolLane, Latch) {
         index: 0,
         priority: Priority::Background,
         reentrant: false,
-        run: Box::new(move |_| l.wait()),
+        run: Box::new(move |_| {
+            l.wait();
+            None
+        }),
     });
     assert_eq!(adm.admitted, 1);
     (rt, pool, latch)
@@ -367,6 +371,7 @@ fn flood(step: u64, flood_len: usize) -> (Option<usize>, u64) {
                         let _ = pool2.submit(next);
                     }
                 }
+                None
             }),
         }
     }
@@ -380,7 +385,10 @@ fn flood(step: u64, flood_len: usize) -> (Option<usize>, u64) {
         index: 0,
         priority: Priority::Background,
         reentrant: false,
-        run: Box::new(move |_| s.lock().unwrap().push("bg".into())),
+        run: Box::new(move |_| {
+            s.lock().unwrap().push("bg".into());
+            None
+        }),
     });
     latch.open();
     pool.wait_idle();
@@ -586,4 +594,49 @@ fn thread_pool_stop_while_queue_non_empty_drains_admitted_work() {
     assert_eq!(r.metrics.queue_depth, 9);
     assert_eq!(r.deactivated, ["w"]);
     assert_eq!(r.trace.named("loop_cancellation_observed").count(), 1);
+}
+
+#[test]
+fn after_the_stop_is_seen_no_new_pool_work_is_submitted() {
+    struct StopNow(StopToken);
+    impl Component for StopNow {
+        fn execute(&mut self, _: &Invocation, _: &mut GraphContext) -> Result<(), ComponentError> {
+            self.0.request();
+            Ok(())
+        }
+    }
+    let rt = runtime(2);
+    let stop = StopToken::new();
+    let log = log();
+    let mut g = GraphBuilder::new();
+    g.lane(LaneSpec::event_loop("main")).unwrap();
+    g.lane(LaneSpec::thread_pool("pool", ThreadPoolSpec::default()))
+        .unwrap();
+    let s = stop.clone();
+    g.component(
+        "stopper",
+        "main",
+        Execution::with_priority(Priority::High),
+        move || StopNow(s.clone()),
+    )
+    .unwrap();
+    let l = log.clone();
+    g.component("pooled", "pool", Execution::default(), move || Noop {
+        log: l.clone(),
+    })
+    .unwrap();
+    let r = lanes::run(
+        g.build().unwrap(),
+        &rt,
+        RunOptions {
+            stop,
+            ..RunOptions::default()
+        },
+    );
+    assert_eq!((r.stop_reason, r.epochs), (StopReason::StopRequested, 1));
+    assert!(
+        log.lock().unwrap().is_empty(),
+        "the pool region came after the stop check"
+    );
+    assert_eq!(r.trace.named("thread_pool_batch").count(), 0);
 }

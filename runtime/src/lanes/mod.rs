@@ -32,7 +32,7 @@ pub use graph::{
 };
 pub use load::{load_toml, Registry};
 pub use metrics::{SchedulerMetrics, METRIC_NAMES};
-pub use pool::{Admission, Dispatch, DropReason, Job, PoolLane, PoolStats};
+pub use pool::{Admission, Dispatch, DropReason, Job, PoolLane, PoolStats, Then};
 pub use run::{run, ClockMode, RunError, RunErrorKind, RunOptions, RunResult, StopReason};
 pub use spec::{
     AdvisoryFields, Diagnostic, Execution, FixedRateSpec, LaneKind, LaneSpec, OverflowPolicy,

@@ -37,9 +37,15 @@ pub enum DropReason {
     Closed,
 }
 
+/// Called after the lane has released a finished job's slot: whoever waits
+/// for the job (a region barrier) learns of its end only when the slot is
+/// free again, so the next batch never finds the lane still busy with it.
+pub type Then = Option<Box<dyn FnOnce() + Send>>;
+
 /// One unit of work for a [`PoolLane`]. `run` is called exactly once: with
 /// [`Dispatch::Run`] on a worker, or with [`Dispatch::Dropped`] on the
-/// thread that caused the drop.
+/// thread that caused the drop. What it returns is called after the lane
+/// has done its bookkeeping for the job.
 pub struct Job {
     /// The component (the last admission tie-break and the reentrancy key).
     pub component: usize,
@@ -51,7 +57,7 @@ pub struct Job {
     /// May it overlap other jobs of the same component?
     pub reentrant: bool,
     /// The work.
-    pub run: Box<dyn FnOnce(Dispatch) + Send>,
+    pub run: Box<dyn FnOnce(Dispatch) -> Then + Send>,
 }
 
 impl fmt::Debug for Job {
@@ -267,7 +273,9 @@ impl PoolLane {
             s.note_in_flight();
         }
         for (job, why) in dropped {
-            (job.run)(Dispatch::Dropped(why));
+            if let Some(then) = (job.run)(Dispatch::Dropped(why)) {
+                then();
+            }
         }
         for job in start {
             self.spawn(job);
@@ -284,10 +292,12 @@ impl PoolLane {
         drop(self.shared.handle.spawn(async move {
             let worker_id = current_worker_id();
             let run = job.run;
-            let panicked =
-                catch_unwind(AssertUnwindSafe(|| run(Dispatch::Run { worker_id }))).is_err();
+            let outcome = catch_unwind(AssertUnwindSafe(|| run(Dispatch::Run { worker_id })));
             let lane = PoolLane { shared };
-            lane.finish(component, reentrant, priority, worker_id, panicked);
+            lane.finish(component, reentrant, priority, worker_id, outcome.is_err());
+            if let Ok(Some(then)) = outcome {
+                then();
+            }
         }));
     }
 

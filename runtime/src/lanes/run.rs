@@ -659,6 +659,12 @@ impl<'a> Runner<'a> {
             let Some(tick) = self.lane_tick(c) else {
                 continue;
             };
+            // Seed 004: a stop prevents new worker submissions from the
+            // next stop check on (work already admitted still drains).
+            let on_pool = matches!(self.lanes[self.graph.components[c].lane], LaneRun::Pool(_));
+            if on_pool && self.stop_seen {
+                continue;
+            }
             let node = &self.graph.components[c];
             // Trigger readiness: a component fed by no edge is a source and
             // is ready every epoch; any other is ready when a value arrived.
@@ -740,7 +746,8 @@ impl<'a> Runner<'a> {
                                         dropped: Some(why),
                                     },
                                 };
-                                batch.push(outcome);
+                                // Delivered once the lane has freed the slot.
+                                Some(Box::new(move || batch.push(outcome)))
                             }),
                         });
                     }
