@@ -7,7 +7,11 @@
 //!   runner function, seed 000's API;
 //! - futures: [`Runtime`] (tokio-shaped: `Runtime::builder().worker_threads(n)
 //!   .build()`, `block_on`, [`spawn`], [`yield_now`], [`JoinHandle`], [`time`],
-//!   cancellation [`shield`]s).
+//!   cancellation [`shield`]s);
+//! - component graphs: [`lanes`] runs a graph of components in epochs, each
+//!   invocation on an `event_loop`, `fixed_rate` or `thread_pool` lane
+//!   (seed 004), with priorities, bounded admission, aging, stop/drain,
+//!   metrics and a Chrome [`trace`].
 //!
 //! The loop is shared with a deterministic [`sim`]ulator that runs the same
 //! code on virtual workers in a seeded order and records a replayable trace.
