@@ -107,7 +107,8 @@ pub struct PoolStats {
     pub rejected: u64,
     /// Of those, `low` and `background` ones.
     pub low_priority_rejected: u64,
-    /// Dispatches where aging ran a job ahead of one of a better class.
+    /// Dispatches where aging ran a job ahead of one of a better class (a
+    /// class passed over `aging_step` times was promoted).
     pub starvation_guard: u64,
     /// Jobs that panicked (caught; the lane goes on).
     pub panicked: u64,
@@ -136,20 +137,8 @@ struct PoolShared {
 
 struct Waiting {
     seq: u64,
-    admitted_at: u64,
     job: Job,
 }
-
-impl Waiting {
-    /// The admission key without aging: class, enqueue order, component,
-    /// index.
-    fn key(&self, rank: u8) -> AdmissionKey {
-        (rank, self.seq, self.job.component, self.job.index)
-    }
-}
-
-/// (effective rank, enqueue order, component, index): smaller runs first.
-type AdmissionKey = (u8, u64, usize, usize);
 
 /// (enqueue order, then worst class, largest component and index first):
 /// smaller is evicted first.
@@ -157,11 +146,14 @@ type EvictionKey = (u64, std::cmp::Reverse<(u8, usize, usize)>);
 
 #[derive(Default)]
 struct PoolState {
-    /// One FIFO per class. Each is sorted by (seq, component, index), so its
-    /// oldest job is the one that has aged most.
+    /// One FIFO per class, sorted by (enqueue order, component, index): a
+    /// batch is pushed in that order and enqueue numbers only grow.
     classes: [VecDeque<Waiting>; 4],
     waiting: usize,
     active: usize,
+    /// Per class: dispatches of a better class since this class last ran,
+    /// counted while it had a runnable job waiting (the aging clock).
+    passed_over: [u64; 4],
     /// Running jobs per non-reentrant component.
     running_of: HashMap<usize, u32>,
     next_seq: u64,
@@ -259,13 +251,8 @@ impl PoolLane {
                         }
                     }
                 }
-                let admitted_at = s.stats.dispatches;
                 let class = usize::from(job.priority.rank());
-                s.classes[class].push_back(Waiting {
-                    seq,
-                    admitted_at,
-                    job,
-                });
+                s.classes[class].push_back(Waiting { seq, job });
                 s.waiting += 1;
                 s.stats.max_queue_depth = s.stats.max_queue_depth.max(s.waiting as u64);
                 adm.admitted += 1;
@@ -414,33 +401,43 @@ impl PoolState {
         self.stats.low_priority_rejected += u64::from(priority.is_low());
     }
 
-    /// The next job to run: of each class the oldest job not blocked by its
-    /// component's reentrancy limit; of those the smallest (effective rank,
-    /// enqueue order, component, index), where the effective rank is the
-    /// class rank less one per `aging_step` dispatches waited.
+    /// The next job to run. Of each class the candidate is its oldest job
+    /// not blocked by its component's reentrancy limit (the FIFO is in
+    /// (enqueue order, component, index) order, so that is also its smallest
+    /// key). Normally the best class's candidate runs: class, then enqueue
+    /// order, then component id. **Aging**: each class counts how often its
+    /// candidate was passed over for a better class since the class last
+    /// ran; a candidate passed over `aging_step` times is promoted above
+    /// every class (of several, the most passed over, then the better
+    /// class). That promotion is a starvation-guard intervention.
     fn pick(&mut self, aging_step: u64) -> Option<Job> {
-        let now = self.stats.dispatches;
-        let mut best: Option<(AdmissionKey, usize, usize)> = None;
-        let mut best_base: Option<u8> = None;
+        let mut candidates: [Option<usize>; 4] = [None; 4];
         for (class, queue) in self.classes.iter().enumerate() {
-            let Some(pos) = queue.iter().position(|w| !self.blocked(&w.job)) else {
-                continue;
-            };
-            let w = &queue[pos];
-            let base = class as u8;
-            let promoted = (now - w.admitted_at).checked_div(aging_step).unwrap_or(0);
-            let eff = base.saturating_sub(promoted.min(u64::from(u8::MAX)) as u8);
-            let key = w.key(eff);
-            if best.is_none_or(|(k, _, _)| key < k) {
-                best = Some((key, class, pos));
+            candidates[class] = queue.iter().position(|w| !self.blocked(&w.job));
+        }
+        let best = candidates.iter().position(Option::is_some)?;
+        let starving = (aging_step > 0)
+            .then(|| {
+                (0..4)
+                    .filter(|&c| candidates[c].is_some() && self.passed_over[c] >= aging_step)
+                    .max_by_key(|&c| (self.passed_over[c], std::cmp::Reverse(c)))
+            })
+            .flatten();
+        let class = match starving {
+            Some(c) if c != best => {
+                self.stats.starvation_guard += 1;
+                c
             }
-            best_base = Some(best_base.map_or(base, |b: u8| b.min(base)));
+            _ => best,
+        };
+        for c in 0..4 {
+            if candidates[c].is_none() || c == class {
+                self.passed_over[c] = 0;
+            } else if c > class {
+                self.passed_over[c] += 1;
+            }
         }
-        let (_, class, pos) = best?;
-        if best_base.is_some_and(|b| b < class as u8) {
-            // Without aging a job of a better class would have run.
-            self.stats.starvation_guard += 1;
-        }
+        let pos = candidates[class]?;
         let w = self.classes[class].remove(pos)?;
         self.waiting -= 1;
         self.stats.dispatches += 1;

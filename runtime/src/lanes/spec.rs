@@ -104,13 +104,15 @@ pub struct ThreadPoolSpec {
     pub queue_capacity: Option<usize>,
     /// What happens at capacity.
     pub overflow: OverflowPolicy,
-    /// Dispatches a waiting invocation waits per rank it is promoted by
-    /// (starvation aging; `0` turns aging off). See `lanes/README.md`.
+    /// Starvation aging: a class whose oldest runnable invocation has been
+    /// passed over this many times for better classes is served next (`0`
+    /// turns aging off). See `lanes/README.md` for the bound.
     pub aging_step: u64,
 }
 
-/// The default `aging_step`: a waiting invocation gains one rank per 64
-/// dispatches of its lane, so a `background` one is `high` after 192.
+/// The default `aging_step`: a waiting class is served after being passed
+/// over 64 times, so under a saturating flood of better work it still gets
+/// about one dispatch in 65.
 pub const DEFAULT_AGING_STEP: u64 = 64;
 
 impl Default for ThreadPoolSpec {
