@@ -430,11 +430,11 @@ impl PoolState {
             }
             _ => best,
         };
-        for c in 0..4 {
-            if candidates[c].is_none() || c == class {
-                self.passed_over[c] = 0;
+        for (c, (candidate, passed)) in candidates.iter().zip(&mut self.passed_over).enumerate() {
+            if candidate.is_none() || c == class {
+                *passed = 0;
             } else if c > class {
-                self.passed_over[c] += 1;
+                *passed += 1;
             }
         }
         let pos = candidates[class]?;
