@@ -20,28 +20,53 @@ fn opts(iterations: u64) -> RunOptions {
     }
 }
 
-#[test]
-fn publish_is_visible_downstream_after_the_barrier_within_the_same_epoch() {
+/// `src` (a `Source` with `invocations` per epoch) feeding `relay` (adds
+/// `add`), both in `region` if given, run for `epochs` epochs.
+fn source_relay(
+    region: Option<&str>,
+    invocations: usize,
+    add: u64,
+    epochs: u64,
+) -> (lanes::RunResult, Log, Seen) {
     let rt = runtime(1);
-    let log = log();
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (log, seen) = (log(), seen());
     let mut g = GraphBuilder::new();
     g.lane(LaneSpec::event_loop("main")).unwrap();
+    let exec = Execution {
+        invocations,
+        ..Execution::default()
+    };
     let l = log.clone();
-    g.component("src", "main", Execution::default(), move || Source {
+    let src = move || Source {
         log: l.clone(),
         cost: Duration::ZERO,
-    })
-    .unwrap();
+    };
     let (l, s) = (log.clone(), seen.clone());
-    g.component("relay", "main", Execution::default(), move || Relay {
-        add: 1,
+    let relay = move || Relay {
+        add,
         log: l.clone(),
         seen: s.clone(),
-    })
-    .unwrap();
+    };
+    match region {
+        Some(r) => {
+            g.component_in_region("src", "main", r, exec, src).unwrap();
+            g.component_in_region("relay", "main", r, Execution::default(), relay)
+                .unwrap();
+        }
+        None => {
+            g.component("src", "main", exec, src).unwrap();
+            g.component("relay", "main", Execution::default(), relay)
+                .unwrap();
+        }
+    }
     g.connect("src.out", "relay.in").unwrap();
-    let r = lanes::run(g.build().unwrap(), &rt, opts(3));
+    let r = lanes::run(g.build().unwrap(), &rt, opts(epochs));
+    (r, log, seen)
+}
+
+#[test]
+fn publish_is_visible_downstream_after_the_barrier_within_the_same_epoch() {
+    let (r, _, seen) = source_relay(None, 1, 1, 3);
     assert_eq!(r.stop_reason, StopReason::Completed);
     // The downstream region runs after the source's barrier, same epoch.
     assert_eq!(
@@ -52,26 +77,7 @@ fn publish_is_visible_downstream_after_the_barrier_within_the_same_epoch() {
 
 #[test]
 fn publish_within_one_region_is_visible_only_in_the_next_epoch() {
-    let rt = runtime(1);
-    let log = log();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let mut g = GraphBuilder::new();
-    g.lane(LaneSpec::event_loop("main")).unwrap();
-    let l = log.clone();
-    g.component_in_region("src", "main", "r", Execution::default(), move || Source {
-        log: l.clone(),
-        cost: Duration::ZERO,
-    })
-    .unwrap();
-    let (l, s) = (log.clone(), seen.clone());
-    g.component_in_region("relay", "main", "r", Execution::default(), move || Relay {
-        add: 1,
-        log: l.clone(),
-        seen: s.clone(),
-    })
-    .unwrap();
-    g.connect("src.out", "relay.in").unwrap();
-    let r = lanes::run(g.build().unwrap(), &rt, opts(3));
+    let (r, _, seen) = source_relay(Some("r"), 1, 1, 3);
     assert_eq!(r.stop_reason, StopReason::Completed);
     // Epoch 1: nothing committed yet, so the relay is not triggered. Epoch
     // n+1 sees what epoch n staged: never a recursive, same-pass delivery.
@@ -82,30 +88,7 @@ fn publish_within_one_region_is_visible_only_in_the_next_epoch() {
 fn publish_stages_without_recursive_downstream_execute() {
     // A source with 3 invocations per epoch feeding a relay: the relay runs
     // once per epoch, after all three, and sees all three values.
-    let rt = runtime(1);
-    let log = log();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let mut g = GraphBuilder::new();
-    g.lane(LaneSpec::event_loop("main")).unwrap();
-    let l = log.clone();
-    let exec = Execution {
-        invocations: 3,
-        ..Execution::default()
-    };
-    g.component("src", "main", exec, move || Source {
-        log: l.clone(),
-        cost: Duration::ZERO,
-    })
-    .unwrap();
-    let (l, s) = (log.clone(), seen.clone());
-    g.component("relay", "main", Execution::default(), move || Relay {
-        add: 0,
-        log: l.clone(),
-        seen: s.clone(),
-    })
-    .unwrap();
-    g.connect("src.out", "relay.in").unwrap();
-    let r = lanes::run(g.build().unwrap(), &rt, opts(1));
+    let (r, log, seen) = source_relay(None, 3, 0, 1);
     assert_eq!(r.epochs, 1);
     assert_eq!(names(&log), ["src", "src", "src", "relay"]);
     assert_eq!(*seen.lock().unwrap(), vec![(1, vec![10, 11, 12])]);

@@ -377,6 +377,10 @@ pub(crate) const CANCELLED_MESSAGE: &str = "cancelled at a checkpoint";
 /// A boxed factory of one component (called once per replica).
 pub type Factory = Box<dyn Fn() -> Box<dyn Component> + Send>;
 
+fn boxed<C: Component, F: Fn() -> C + Send + 'static>(factory: F) -> Factory {
+    Box::new(move || Box::new(factory()) as Box<dyn Component>)
+}
+
 pub(crate) struct ComponentNode {
     pub(crate) name: Arc<str>,
     pub(crate) lane: usize,
@@ -438,13 +442,7 @@ impl GraphBuilder {
         C: Component,
         F: Fn() -> C + Send + 'static,
     {
-        self.component_boxed(
-            name,
-            lane,
-            exec,
-            None,
-            Box::new(move || Box::new(factory()) as Box<dyn Component>),
-        )
+        self.component_boxed(name, lane, exec, None, boxed(factory))
     }
 
     /// Like [`component`](Self::component), in the named `region` (components
@@ -461,13 +459,7 @@ impl GraphBuilder {
         C: Component,
         F: Fn() -> C + Send + 'static,
     {
-        self.component_boxed(
-            name,
-            lane,
-            exec,
-            Some(region.to_string()),
-            Box::new(move || Box::new(factory()) as Box<dyn Component>),
-        )
+        self.component_boxed(name, lane, exec, Some(region.to_string()), boxed(factory))
     }
 
     pub(crate) fn component_boxed(
