@@ -220,3 +220,42 @@ fn the_trace_exports_as_chrome_trace_json() {
         assert!(named.contains(*name), "{name} not in the JSON");
     }
 }
+
+#[test]
+fn with_tracing_off_no_event_is_recorded_and_the_run_is_the_same() {
+    let run = |trace: bool| {
+        let (log, seen) = (log(), seen());
+        let mut g = GraphBuilder::new();
+        g.lane(LaneSpec::event_loop("main")).unwrap();
+        let l = log.clone();
+        g.component("src", "main", Execution::default(), move || Source {
+            log: l.clone(),
+            cost: Duration::ZERO,
+        })
+        .unwrap();
+        let (l, s) = (log.clone(), seen.clone());
+        g.component("relay", "main", Execution::default(), move || Relay {
+            add: 1,
+            log: l.clone(),
+            seen: s.clone(),
+        })
+        .unwrap();
+        g.connect("src.out", "relay.in").unwrap();
+        let rt = runtime(1);
+        let r = lanes::run(
+            g.build().unwrap(),
+            &rt,
+            RunOptions {
+                max_iterations: Some(4),
+                trace,
+                ..RunOptions::default()
+            },
+        );
+        let seen = seen.lock().unwrap().clone();
+        (r.trace.records.len(), r.metrics.completed_count, seen)
+    };
+    let (on, off) = (run(true), run(false));
+    assert!(on.0 > 0);
+    assert_eq!(off.0, 0);
+    assert_eq!((on.1, &on.2), (off.1, &off.2));
+}

@@ -250,6 +250,8 @@ pub struct GraphContext {
     pub(crate) budget: Option<Duration>,
     pub(crate) tid: u64,
     pub(crate) component: Arc<str>,
+    /// Whether trace events are recorded.
+    pub(crate) tracing: bool,
 }
 
 impl fmt::Debug for GraphContext {
@@ -356,6 +358,9 @@ impl GraphContext {
     }
 
     fn record_instant(&mut self, name: &'static str) {
+        if !self.tracing {
+            return;
+        }
         let ts = self.now_ns();
         self.records
             .push(Record::instant(name, self.tid, ts).component(&self.component));

@@ -22,6 +22,7 @@ use super::stop::StopToken;
 use super::tracelog::{Record, Trace, RUNNER_TID};
 use crate::rt::Runtime;
 use crate::time;
+use crate::trace::Arg;
 
 /// Which clock a run uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,7 +40,7 @@ pub enum ClockMode {
 }
 
 /// How to run a graph.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RunOptions {
     /// Stop after this many epochs (`None`: until the fixed-rate lanes'
     /// `max_ticks` run out, or the stop).
@@ -48,6 +49,19 @@ pub struct RunOptions {
     pub stop: StopToken,
     /// The clock.
     pub clock: ClockMode,
+    /// Record the trace (default on). Off, no trace event is built at all.
+    pub trace: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            max_iterations: None,
+            stop: StopToken::default(),
+            clock: ClockMode::default(),
+            trace: true,
+        }
+    }
 }
 
 /// Why a run ended.
@@ -238,6 +252,7 @@ struct Runner<'a> {
     /// Whether any edge feeds the component.
     fed: Vec<bool>,
     lanes: Vec<LaneRun>,
+    lane_names: Vec<Arc<str>>,
     acc: Vec<LaneAcc>,
     /// Per region number: (component, its staged values) awaiting the barrier.
     staged: BTreeMap<usize, Vec<(usize, Staged)>>,
@@ -315,6 +330,7 @@ impl<'a> Runner<'a> {
             })
             .collect();
         let acc = graph.lanes.iter().map(|_| LaneAcc::default()).collect();
+        let lane_names = graph.lanes.iter().map(|l| l.name.as_str().into()).collect();
         Runner {
             graph,
             rt,
@@ -325,6 +341,7 @@ impl<'a> Runner<'a> {
             routes,
             fed,
             lanes,
+            lane_names,
             acc,
             staged: BTreeMap::new(),
             blocked_ns: 0,
@@ -343,8 +360,11 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn record(&mut self, r: Record) {
-        self.trace.records.push(r);
+    /// Records what `make` builds, if tracing is on (off, nothing is built).
+    fn record(&mut self, make: impl FnOnce() -> Record) {
+        if self.opts.trace {
+            self.trace.records.push(make());
+        }
     }
 
     fn run(mut self) -> RunResult {
@@ -426,10 +446,10 @@ impl<'a> Runner<'a> {
         let requested = self.opts.stop.is_requested();
         if requested && !self.stop_seen {
             self.stop_seen = true;
-            let ts = self.now_ns();
-            let r = Record::instant("loop_cancellation_requested", RUNNER_TID, ts)
-                .arg("epoch", self.epoch);
-            self.record(r);
+            let (ts, epoch) = (self.now_ns(), self.epoch);
+            self.record(|| {
+                Record::instant("loop_cancellation_requested", RUNNER_TID, ts).arg("epoch", epoch)
+            });
         }
         requested
     }
@@ -442,10 +462,11 @@ impl<'a> Runner<'a> {
         loop {
             // The stop token, before every iteration.
             if self.see_stop() {
-                let ts = self.now_ns();
-                let r = Record::instant("loop_cancellation_observed", RUNNER_TID, ts)
-                    .arg("epoch", self.epoch);
-                self.record(r);
+                let (ts, epoch) = (self.now_ns(), self.epoch);
+                self.record(|| {
+                    Record::instant("loop_cancellation_observed", RUNNER_TID, ts)
+                        .arg("epoch", epoch)
+                });
                 return StopReason::StopRequested;
             }
             if self.opts.max_iterations.is_some_and(|m| self.epoch >= m) {
@@ -461,19 +482,20 @@ impl<'a> Runner<'a> {
                 self.release_ticks();
             }
             self.epoch += 1;
-            let begin = self.now_ns();
-            let r = Record::instant("scheduler_iteration_begin", RUNNER_TID, begin)
-                .arg("epoch", self.epoch);
-            self.record(r);
+            let (begin, epoch) = (self.now_ns(), self.epoch);
+            self.record(|| {
+                Record::instant("scheduler_iteration_begin", RUNNER_TID, begin).arg("epoch", epoch)
+            });
             self.run_regions();
             self.end_ticks();
             let end = self.now_ns();
-            let r = Record::instant("scheduler_iteration_end", RUNNER_TID, end)
-                .arg("epoch", self.epoch);
-            self.record(r);
-            let r = Record::span("scheduler_iteration", RUNNER_TID, begin, end - begin)
-                .arg("epoch", self.epoch);
-            self.record(r);
+            self.record(|| {
+                Record::instant("scheduler_iteration_end", RUNNER_TID, end).arg("epoch", epoch)
+            });
+            self.record(|| {
+                Record::span("scheduler_iteration", RUNNER_TID, begin, end - begin)
+                    .arg("epoch", epoch)
+            });
             if self.error.is_some() {
                 return StopReason::Error;
             }
@@ -548,22 +570,23 @@ impl<'a> Runner<'a> {
             if let Some(j) = jitter {
                 acc.max_jitter_ns = acc.max_jitter_ns.max(j);
             }
-            let name = self.graph.lanes[lane].name.clone();
-            self.record(
+            let policy = f.spec.overrun_policy.name();
+            let name = Arc::clone(&self.lane_names[lane]);
+            self.record(|| {
                 Record::instant("fixed_rate_tick_begin", RUNNER_TID, now)
                     .text("lane", &name)
                     .arg("tick", tick)
                     .arg("scheduled_ns", scheduled)
-                    .arg("lateness_ns", lateness),
-            );
+                    .arg("lateness_ns", lateness)
+            });
             if plan.skipped > 0 {
-                self.record(
+                self.record(|| {
                     Record::instant("fixed_rate_skipped_tick", RUNNER_TID, now)
                         .text("lane", &name)
                         .arg("tick", tick)
                         .arg("skipped", plan.skipped)
-                        .text("overrun_policy", f_policy_name(&self.lanes[lane])),
-                );
+                        .text("overrun_policy", policy)
+                });
             }
         }
     }
@@ -580,27 +603,27 @@ impl<'a> Runner<'a> {
             f.previous = Some((scheduled, released));
             let exec = now - released;
             let budget = f.spec.budget().as_nanos() as u64;
-            let name = self.graph.lanes[lane].name.clone();
+            let name = Arc::clone(&self.lane_names[lane]);
             if exec > budget {
                 self.acc[lane].overruns += 1;
-                self.record(
+                self.record(|| {
                     Record::instant("fixed_rate_overrun", RUNNER_TID, now)
                         .text("lane", &name)
                         .arg("tick", tick)
                         .arg("execution_ns", exec)
-                        .arg("budget_ns", budget),
-                );
+                        .arg("budget_ns", budget)
+                });
             }
-            self.record(
+            self.record(|| {
                 Record::span("fixed_rate_tick", RUNNER_TID, released, exec)
                     .text("lane", &name)
-                    .arg("tick", tick),
-            );
-            self.record(
+                    .arg("tick", tick)
+            });
+            self.record(|| {
                 Record::instant("fixed_rate_tick_end", RUNNER_TID, now)
                     .text("lane", &name)
-                    .arg("tick", tick),
-            );
+                    .arg("tick", tick)
+            });
         }
     }
 
@@ -708,6 +731,7 @@ impl<'a> Runner<'a> {
                     budget: node.exec.budget,
                     tid: RUNNER_TID,
                     component: Arc::clone(&node.name),
+                    tracing: self.opts.trace,
                 };
                 let replicas = Arc::clone(&self.replicas[c]);
                 match &self.lanes[lane] {
@@ -839,38 +863,40 @@ impl<'a> Runner<'a> {
             *now += longest.max(total.div_ceil(width));
         }
         for o in outcomes.iter().filter(|o| o.dropped.is_some()) {
-            let name = self.graph.components[o.component].name.to_string();
+            let name = Arc::clone(&self.graph.components[o.component].name);
             let reason = match o.dropped {
                 Some(DropReason::Evicted) => "evicted",
                 Some(DropReason::Closed) => "closed",
                 _ => "rejected",
             };
             let ts = p.submitted_ns;
-            self.record(
+            let index = o.index as u64;
+            self.record(|| {
                 Record::instant("scheduler_reject", RUNNER_TID, ts)
                     .component(&name)
-                    .arg("invocation", o.index as u64)
-                    .text("reason", reason),
-            );
+                    .arg("invocation", index)
+                    .text("reason", reason)
+            });
         }
         let end = self.now_ns();
-        let lane_names: Vec<String> = p
+        let lane_names: Vec<Arc<str>> = p
             .lanes
             .iter()
-            .map(|&l| self.graph.lanes[l].name.clone())
+            .map(|&l| Arc::clone(&self.lane_names[l]))
             .collect();
-        self.record(
+        let submitted_ns = p.submitted_ns;
+        self.record(|| {
             Record::span(
                 "thread_pool_batch",
                 RUNNER_TID,
-                p.submitted_ns,
-                end.saturating_sub(p.submitted_ns),
+                submitted_ns,
+                end.saturating_sub(submitted_ns),
             )
             .text("lane", &lane_names.join(","))
             .arg("admitted", admitted)
             .arg("rejected", rejected)
-            .list("worker_ids", worker_ids),
-        );
+            .list("worker_ids", worker_ids)
+        });
         let ran: Vec<Outcome> = outcomes
             .into_iter()
             .filter(|o| o.dropped.is_none())
@@ -887,7 +913,9 @@ impl<'a> Runner<'a> {
             acc.completed += 1;
             acc.by_priority[usize::from(o.priority.rank())] += 1;
             self.last_callback_ns = o.dur_ns;
-            self.trace.records.extend(o.records);
+            if self.opts.trace {
+                self.trace.records.extend(o.records);
+            }
             if let Err(kind) = o.result {
                 if self.error.is_none() {
                     self.error = Some(RunError {
@@ -942,31 +970,15 @@ pub(crate) fn ns_to_ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
 
-fn f_policy_name(lane: &LaneRun) -> &'static str {
-    match lane {
-        LaneRun::FixedRate(f) => f.spec.overrun_policy.name(),
-        _ => "",
-    }
-}
-
 /// Runs one invocation on a free replica of its component.
 fn execute(replicas: &[Replica], inv: Invocation, mut ctx: GraphContext) -> Outcome {
     let begin = ctx.now_ns();
-    let mut head = vec![Record::instant("component_execute_begin", ctx.tid, begin)];
     let stop_before = inv.stop.is_requested();
-    let replica = lock_free_replica(replicas, inv.index);
-    let mut guard = replica;
+    let mut guard = lock_free_replica(replicas, inv.index);
     let result = catch_unwind(AssertUnwindSafe(|| guard.execute(&inv, &mut ctx)));
     drop(guard);
     ctx.check_budget();
     let end = ctx.now_ns();
-    if !stop_before && inv.stop.is_requested() {
-        ctx.records.push(Record::instant(
-            "component_cancellation_requested",
-            ctx.tid,
-            end,
-        ));
-    }
     let result = match result {
         Ok(Ok(())) => Ok(()),
         Ok(Err(ComponentError { message })) if message == CANCELLED_MESSAGE => Ok(()),
@@ -974,31 +986,12 @@ fn execute(replicas: &[Replica], inv: Invocation, mut ctx: GraphContext) -> Outc
         Err(p) => Err(RunErrorKind::Panicked(panic_message(&*p))),
     };
     let dur = end - begin;
-    let mut records = Vec::with_capacity(ctx.records.len() + 3);
-    records.append(&mut head);
-    records.append(&mut ctx.records);
-    records.push(Record::span("component_execute", ctx.tid, begin, dur));
-    records.push(Record::instant("component_execute_end", ctx.tid, end));
-    for r in &mut records {
-        let mut args = vec![
-            (
-                "component",
-                crate::trace::Arg::Str(inv.name.to_string().into()),
-            ),
-            ("lane", crate::trace::Arg::Str(inv.lane.to_string().into())),
-            ("epoch", crate::trace::Arg::U64(inv.epoch)),
-            ("invocation", crate::trace::Arg::U64(inv.index as u64)),
-        ];
-        if let Some(t) = inv.tick {
-            args.push(("tick", crate::trace::Arg::U64(t)));
-        }
-        if let Some(w) = inv.worker_id {
-            args.push(("worker_id", crate::trace::Arg::U64(w as u64)));
-        }
-        r.args.retain(|(k, _)| *k != "component");
-        args.append(&mut r.args);
-        r.args = args;
-    }
+    let records = if ctx.tracing {
+        let cancel_requested = !stop_before && inv.stop.is_requested();
+        execute_records(&inv, &mut ctx, begin, end, cancel_requested)
+    } else {
+        Vec::new()
+    };
     Outcome {
         component: inv.component,
         index: inv.index,
@@ -1011,6 +1004,49 @@ fn execute(replicas: &[Replica], inv: Invocation, mut ctx: GraphContext) -> Outc
         worker_id: inv.worker_id,
         dropped: None,
     }
+}
+
+/// The trace events of one invocation: begin, what it recorded itself, a
+/// cancellation request that came during it, the span and the end, each
+/// tagged with component, lane, epoch, invocation, tick and worker id.
+fn execute_records(
+    inv: &Invocation,
+    ctx: &mut GraphContext,
+    begin: u64,
+    end: u64,
+    cancel_requested: bool,
+) -> Vec<Record> {
+    let tid = ctx.tid;
+    let mut records = Vec::with_capacity(ctx.records.len() + 4);
+    records.push(Record::instant("component_execute_begin", tid, begin));
+    records.append(&mut ctx.records);
+    if cancel_requested {
+        records.push(Record::instant(
+            "component_cancellation_requested",
+            tid,
+            end,
+        ));
+    }
+    records.push(Record::span("component_execute", tid, begin, end - begin));
+    records.push(Record::instant("component_execute_end", tid, end));
+    for r in &mut records {
+        let mut args = vec![
+            ("component", Arg::Str(inv.name.to_string().into())),
+            ("lane", Arg::Str(inv.lane.to_string().into())),
+            ("epoch", Arg::U64(inv.epoch)),
+            ("invocation", Arg::U64(inv.index as u64)),
+        ];
+        if let Some(t) = inv.tick {
+            args.push(("tick", Arg::U64(t)));
+        }
+        if let Some(w) = inv.worker_id {
+            args.push(("worker_id", Arg::U64(w as u64)));
+        }
+        r.args.retain(|(k, _)| *k != "component");
+        args.append(&mut r.args);
+        r.args = args;
+    }
+    records
 }
 
 fn lock_free_replica(
