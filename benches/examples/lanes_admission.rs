@@ -39,14 +39,17 @@ fn lane(pool: &PoolLane, n: u64) -> Duration {
 
 type Task = Box<dyn FnOnce() + Send>;
 
+/// (queue, running, closed), "work arrived", "all done".
+type Shared = Arc<(Mutex<(VecDeque<Task>, usize, bool)>, Condvar, Condvar)>;
+
 struct MutexPool {
-    q: Arc<(Mutex<(VecDeque<Task>, usize, bool)>, Condvar, Condvar)>,
+    q: Shared,
     threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl MutexPool {
     fn new() -> MutexPool {
-        let q: Arc<(Mutex<(VecDeque<Task>, usize, bool)>, Condvar, Condvar)> = Arc::default();
+        let q: Shared = Arc::default();
         let threads = (0..WORKERS)
             .map(|_| {
                 let q = q.clone();
