@@ -11,6 +11,9 @@ use super::spec::{OverflowPolicy, Priority, ThreadPoolSpec};
 use crate::rt::Handle;
 use crate::worker_id::current_worker_id;
 
+/// Jobs one lane task runs back to back before it yields its worker.
+const JOBS_PER_TASK: u32 = 64;
+
 /// How a submitted job ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dispatch {
@@ -270,24 +273,38 @@ impl PoolLane {
         adm
     }
 
+    /// Runs `job` in a runtime task that keeps its slot: when a job ends and
+    /// another is ready, the same task runs it (no spawn per job), yielding
+    /// its worker every `JOBS_PER_TASK` jobs so other tasks get a turn.
     fn spawn(&self, job: Job) {
-        let shared = Arc::clone(&self.shared);
-        let component = job.component;
-        let reentrant = job.reentrant;
-        let priority = job.priority;
+        let lane = self.clone();
         // Detached: the lane's own counters say when it has finished.
         drop(self.shared.handle.spawn(async move {
-            let worker_id = current_worker_id();
-            let run = job.run;
-            let outcome = catch_unwind(AssertUnwindSafe(|| run(Dispatch::Run { worker_id })));
-            let lane = PoolLane { shared };
-            lane.finish(component, reentrant, priority, worker_id, outcome.is_err());
-            if let Ok(Some(then)) = outcome {
-                then();
+            let mut job = job;
+            let mut ran = 0u32;
+            loop {
+                let worker_id = current_worker_id();
+                let (component, reentrant, priority) = (job.component, job.reentrant, job.priority);
+                let run = job.run;
+                let outcome = catch_unwind(AssertUnwindSafe(|| run(Dispatch::Run { worker_id })));
+                let next = lane.finish(component, reentrant, priority, worker_id, outcome.is_err());
+                if let Ok(Some(then)) = outcome {
+                    then();
+                }
+                let Some(next) = next else {
+                    return;
+                };
+                job = next;
+                ran += 1;
+                if ran % JOBS_PER_TASK == 0 {
+                    crate::rt::yield_now().await;
+                }
             }
         }));
     }
 
+    /// The bookkeeping of a finished job. Returns the next job for the
+    /// finishing task to run, if one was started; spawns any others.
     fn finish(
         &self,
         component: usize,
@@ -295,8 +312,8 @@ impl PoolLane {
         priority: Priority,
         worker_id: Option<usize>,
         panicked: bool,
-    ) {
-        let next = {
+    ) -> Option<Job> {
+        let mut next = {
             let mut s = self.shared.lock();
             s.active -= 1;
             if !reentrant {
@@ -318,10 +335,13 @@ impl PoolLane {
                 self.shared.idle.notify_all();
             }
             next
-        };
+        }
+        .into_iter();
+        let mine = next.next();
         for job in next {
             self.spawn(job);
         }
+        mine
     }
 
     /// Starts waiting jobs while slots are free; returns them to spawn.
