@@ -13,7 +13,7 @@ use lanes_util::*;
 use magpie_runtime::lanes::{
     self, Component, ComponentError, Dispatch, DropReason, Execution, GraphBuilder, GraphContext,
     Invocation, Job, LaneSpec, OverflowPolicy, PoolLane, Priority, RunErrorKind, RunOptions,
-    StopReason, StopToken, ThreadPoolSpec,
+    StopReason, StopToken, ThreadPoolSpec, DEFAULT_AGING_STEP,
 };
 
 /// A hang detector, never a timing assertion.
@@ -444,6 +444,14 @@ fn a_backlog_of_low_work_does_not_age_ahead_of_new_high_work() {
     assert_eq!(order[19], "low19");
     assert_eq!(order[20], "high");
     assert_eq!(pool.stats().starvation_guard, 0);
+}
+
+#[test]
+fn the_default_aging_step_serves_a_starving_class_after_64_pass_overs() {
+    assert_eq!(ThreadPoolSpec::default().aging_step, DEFAULT_AGING_STEP);
+    assert_eq!(DEFAULT_AGING_STEP, 64);
+    let (pos, guards) = flood(DEFAULT_AGING_STEP, 300);
+    assert_eq!((pos, guards), (Some(64), 1));
 }
 
 #[test]
