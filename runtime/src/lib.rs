@@ -7,7 +7,11 @@
 //!   runner function, seed 000's API;
 //! - futures: [`Runtime`] (tokio-shaped: `Runtime::builder().worker_threads(n)
 //!   .build()`, `block_on`, [`spawn`], [`yield_now`], [`JoinHandle`], [`time`],
-//!   cancellation [`shield`]s).
+//!   cancellation [`shield`]s);
+//! - component graphs: [`lanes`] runs a graph of components in epochs, each
+//!   invocation on an `event_loop`, `fixed_rate` or `thread_pool` lane
+//!   (seed 004), with priorities, bounded admission, aging, stop/drain,
+//!   metrics and a Chrome [`trace`].
 //!
 //! - processes: [`process::ProcessRuntime`] runs step-driven state machines
 //!   with mailboxes, PIDs, yielded commands, links and graceful shutdown
@@ -22,12 +26,14 @@
 
 mod config;
 mod executor;
+pub mod lanes;
 mod metrics;
 pub mod process;
 mod rt;
 mod sched;
 pub mod sim;
 pub mod time;
+pub mod trace;
 mod worker_id;
 
 pub use config::{ExecutorConfig, DEFAULT_SEED, MAX_PARK_TIMEOUT};

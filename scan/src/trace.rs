@@ -31,7 +31,8 @@ use std::time::Instant;
 // Plain std: the trace sink is not part of any loom model.
 use std::sync::{Arc, Mutex};
 
-use crate::report::json::write_str;
+use magpie_runtime::trace as chrome;
+
 use crate::report::{OutputError, ScanError};
 
 /// The default total number of events kept (about 100 bytes each, plus the
@@ -39,7 +40,7 @@ use crate::report::{OutputError, ScanError};
 pub const DEFAULT_MAX_EVENTS: usize = 1 << 18;
 
 /// The `pid` written in every event.
-pub const TRACE_PID: u32 = 1;
+pub use magpie_runtime::trace::TRACE_PID;
 
 /// The three kinds of task in the scanner's graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -135,7 +136,8 @@ impl TraceSink {
     }
 
     /// Writes the trace of every recorder dropped so far. Call it after the
-    /// workers have exited.
+    /// workers have exited. The JSON is written by magpie-runtime's shared
+    /// Chrome trace writer ([`magpie_runtime::trace`]).
     pub fn write_chrome(&self, out: &mut dyn Write) -> Result<TraceStats, OutputError> {
         let c = self.collected();
         let mut logs: Vec<(usize, &Event)> = c
@@ -148,45 +150,35 @@ impl TraceSink {
         workers.sort_unstable();
         workers.dedup();
 
-        out.write_all(b"{\"traceEvents\":[\n")?;
-        write!(
-            out,
-            "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{TRACE_PID},\"tid\":0,\
-             \"args\":{{\"name\":\"magpie scan\"}}}}"
-        )?;
-        for w in &workers {
-            write!(
-                out,
-                ",\n{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{TRACE_PID},\"tid\":{w},\
-                 \"args\":{{\"name\":\"worker {w}\"}}}}"
-            )?;
-            write!(
-                out,
-                ",\n{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":{TRACE_PID},\
-                 \"tid\":{w},\"args\":{{\"sort_index\":{w}}}}}"
-            )?;
-        }
-        for (w, e) in &logs {
-            write!(
-                out,
-                ",\n{{\"name\":\"{}\",\"cat\":\"task\",\"ph\":\"X\",\"pid\":{TRACE_PID},\
-                 \"tid\":{w},\"ts\":{},\"dur\":{},\"args\":{{\"path\":",
-                e.kind.name(),
-                micros(e.start_ns),
-                micros(e.dur_ns)
-            )?;
-            write_str(out, &e.path)?;
-            write!(out, ",\"offset\":{},\"bytes\":{}}}}}", e.offset, e.bytes)?;
-        }
-        write!(
-            out,
-            "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{{\"dropped_events\":{},\
-             \"max_events\":{}}}}}\n",
-            c.dropped, self.max_events
-        )?;
-        out.flush()?;
+        let meta = chrome::Meta {
+            process_name: "magpie scan".to_string(),
+            threads: workers
+                .iter()
+                .map(|&w| (w as u64, format!("worker {w}")))
+                .collect(),
+            other: vec![
+                ("dropped_events", c.dropped),
+                ("max_events", self.max_events as u64),
+            ],
+        };
+        let events: Vec<chrome::Event> = logs
+            .iter()
+            .map(|(w, e)| chrome::Event {
+                name: e.kind.name().into(),
+                cat: "task",
+                phase: chrome::Phase::Complete { dur_ns: e.dur_ns },
+                tid: *w as u64,
+                ts_ns: e.start_ns,
+                args: vec![
+                    ("path", chrome::Arg::Str(e.path.to_string().into())),
+                    ("offset", chrome::Arg::U64(e.offset)),
+                    ("bytes", chrome::Arg::U64(e.bytes)),
+                ],
+            })
+            .collect();
+        let written = chrome::write_chrome(out, &meta, &events)?;
         Ok(TraceStats {
-            events: logs.len() as u64,
+            events: written,
             dropped: c.dropped,
         })
     }
@@ -202,11 +194,6 @@ impl TraceSink {
         self.write_chrome(&mut out)
             .map_err(|e| ScanError::output(what, e))
     }
-}
-
-/// `ns` nanoseconds as microseconds with three decimals.
-fn micros(ns: u64) -> String {
-    format!("{}.{:03}", ns / 1000, ns % 1000)
 }
 
 /// When a task started, or nothing when tracing is off.

@@ -50,6 +50,70 @@ pub enum OverrunPolicy {
     CatchUpOnce,
 }
 
+/// What an [`OverrunPolicy`] decides for one delivered tick: the one piece
+/// of overrun arithmetic that [`Interval`] and the fixed-rate lanes
+/// (`crate::lanes`) share, so the two cannot drift apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "the plan says where the next tick goes"]
+pub struct TickPlan {
+    /// The delivered tick was at least one period late.
+    pub overrun: bool,
+    /// The next scheduled tick is `scheduled + steps * period` (`steps >= 1`
+    /// except after an overrun under `CatchUpOnce`, where it is `m >= 1`).
+    pub steps: u64,
+    /// Grid instants that will never be delivered.
+    pub skipped: u64,
+}
+
+impl OverrunPolicy {
+    /// The plan for a tick scheduled at `T` and delivered `lateness` after
+    /// `T`, on a grid of `period` (the table above). Pure arithmetic, no clock.
+    ///
+    /// # Panics
+    /// If `period` is zero.
+    pub fn plan(self, lateness: Duration, period: Duration) -> TickPlan {
+        assert!(period > Duration::ZERO, "tick period must be non-zero");
+        if lateness < period {
+            return TickPlan {
+                overrun: false,
+                steps: 1,
+                skipped: 0,
+            };
+        }
+        let missed = (lateness.as_nanos() / period.as_nanos()) as u64; // m >= 1
+        let (steps, skipped) = match self {
+            OverrunPolicy::DropTick => (missed + 1, missed),
+            OverrunPolicy::SkipNext => (missed + 2, missed + 1),
+            OverrunPolicy::CatchUpOnce => (missed, missed - 1),
+        };
+        TickPlan {
+            overrun: true,
+            steps,
+            skipped,
+        }
+    }
+
+    /// The seed's name: `drop_tick`, `skip_next` or `catch_up_once`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OverrunPolicy::DropTick => "drop_tick",
+            OverrunPolicy::SkipNext => "skip_next",
+            OverrunPolicy::CatchUpOnce => "catch_up_once",
+        }
+    }
+
+    /// Parses a seed name (see [`name`](Self::name)).
+    pub fn from_name(name: &str) -> Option<OverrunPolicy> {
+        [
+            OverrunPolicy::DropTick,
+            OverrunPolicy::SkipNext,
+            OverrunPolicy::CatchUpOnce,
+        ]
+        .into_iter()
+        .find(|p| p.name() == name)
+    }
+}
+
 /// Counters of an [`Interval`] (seed 004's `tick_count`,
 /// `tick_overrun_count`, `skipped_tick_count`, `max_lateness_ms`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -123,23 +187,13 @@ impl Interval {
         let scheduled = self.sleep.deadline();
         let now = self.sleep.driver().clock().now();
         let lateness = now.saturating_duration_since(scheduled);
-        let period = self.period;
 
+        let plan = self.policy.plan(lateness, self.period);
         self.stats.ticks += 1;
         self.stats.max_lateness = self.stats.max_lateness.max(lateness);
-        let next = if lateness < period {
-            scheduled.saturating_add(period)
-        } else {
-            self.stats.overruns += 1;
-            let missed = (lateness.as_nanos() / period.as_nanos()) as u64; // m >= 1
-            let (steps, skipped) = match self.policy {
-                OverrunPolicy::DropTick => (missed + 1, missed),
-                OverrunPolicy::SkipNext => (missed + 2, missed + 1),
-                OverrunPolicy::CatchUpOnce => (missed, missed - 1),
-            };
-            self.stats.skipped_ticks += skipped;
-            grid_point(scheduled, period, steps)
-        };
+        self.stats.overruns += u64::from(plan.overrun);
+        self.stats.skipped_ticks += plan.skipped;
+        let next = grid_point(scheduled, self.period, plan.steps);
         self.sleep.reset(next);
         Poll::Ready(scheduled)
     }

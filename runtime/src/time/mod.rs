@@ -46,7 +46,7 @@ pub use std::time::Duration;
 pub use clock::Clock;
 pub use driver::{Driver, WAKE_BATCH};
 pub use instant::Instant;
-pub use interval::{interval, interval_at, Interval, IntervalStats, OverrunPolicy};
+pub use interval::{interval, interval_at, Interval, IntervalStats, OverrunPolicy, TickPlan};
 pub use sleep::{sleep, sleep_until, Sleep};
 
 magpie_core::sync::thread_local! {

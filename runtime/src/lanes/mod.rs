@@ -1,0 +1,42 @@
+//! # Lanes: how a component graph's ready invocations run (seed 004)
+//!
+//! A [`Graph`] of [`Component`]s joined by typed edges runs in epochs. Each
+//! epoch walks the compiled regions in topological order (independent
+//! regions by their highest [`Priority`]); each ready invocation runs on its
+//! component's lane; what it publishes is staged and committed at its
+//! region's barrier, so it is visible downstream only after that.
+//!
+//! - `event_loop`: in process, on the runner's thread, in region order.
+//! - `fixed_rate`: ticks on a period, simulated by default (reproducible,
+//!   no sleeping) or on the runtime's timer (`wall_clock_enabled`), with the
+//!   overrun policies of [`crate::time::Interval`] (shared code).
+//! - `thread_pool`: a [`PoolLane`] on the runtime's own workers: at most
+//!   `max_threads` in flight, a bounded priority queue with overflow
+//!   policies, reentrancy limits and starvation aging.
+//!
+//! Build a graph in code with [`GraphBuilder`] or load one with
+//! [`load_toml`]; run it with [`run`]. `lanes/README.md` has the design.
+
+mod graph;
+mod load;
+mod metrics;
+mod pool;
+mod run;
+mod spec;
+mod stop;
+mod tracelog;
+
+pub use graph::{
+    Cancelled, Component, ComponentError, ComponentId, Direction, Factory, Graph, GraphBuilder,
+    GraphContext, Input, Invocation, Output, PortDecl,
+};
+pub use load::{load_toml, Registry};
+pub use metrics::{SchedulerMetrics, METRIC_NAMES};
+pub use pool::{Admission, Dispatch, DropReason, Job, PoolLane, PoolStats, Then};
+pub use run::{run, ClockMode, RunError, RunErrorKind, RunOptions, RunResult, StopReason};
+pub use spec::{
+    AdvisoryFields, Diagnostic, Execution, FixedRateSpec, LaneKind, LaneSpec, OverflowPolicy,
+    Priority, SpecError, ThreadPoolSpec, ADVISORY_LANE_FIELD_IGNORED, DEFAULT_AGING_STEP,
+};
+pub use stop::StopToken;
+pub use tracelog::{Record, Trace, RUNNER_TID, TRACE_EVENT_NAMES};

@@ -1,0 +1,1121 @@
+//! The runner: epochs of compiled regions, each invocation run by its lane,
+//! publications committed at region barriers; fixed-rate ticks; stop, drain
+//! and cleanup; metrics and trace.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::{pin, Pin};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, TryLockError};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use super::graph::{
+    ComponentError, Graph, GraphContext, InvClock, Invocation, PortDecl, Replica, Value,
+    CANCELLED_MESSAGE,
+};
+use super::metrics::{LaneAcc, SchedulerMetrics};
+use super::pool::{Dispatch, DropReason, Job, PoolLane};
+use super::spec::{Diagnostic, FixedRateSpec, LaneKind, Priority};
+use super::stop::StopToken;
+use super::tracelog::{Record, Trace, RUNNER_TID};
+use crate::rt::Runtime;
+use crate::time;
+use crate::trace::Arg;
+
+/// Which clock a run uses.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ClockMode {
+    /// Simulated when the graph has fixed-rate lanes and none has
+    /// `wall_clock_enabled`; real otherwise.
+    #[default]
+    Auto,
+    /// Virtual time: it moves only to the next tick and by the costs that
+    /// components declare with [`GraphContext::simulate_work`]. Runs are
+    /// reproducible to the nanosecond.
+    Simulated,
+    /// Real time.
+    Real,
+}
+
+/// How to run a graph.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Stop after this many epochs (`None`: until the fixed-rate lanes'
+    /// `max_ticks` run out, or the stop).
+    pub max_iterations: Option<u64>,
+    /// Checked before every epoch and during wall-clock sleeps.
+    pub stop: StopToken,
+    /// The clock.
+    pub clock: ClockMode,
+    /// Record the trace (default on). Off, no trace event is built at all.
+    pub trace: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            max_iterations: None,
+            stop: StopToken::default(),
+            clock: ClockMode::default(),
+            trace: true,
+        }
+    }
+}
+
+/// Why a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The stop token was triggered (`stop_requested`).
+    StopRequested,
+    /// A component failed or panicked, or an overflow was `fail_fast`
+    /// (`error`).
+    Error,
+    /// The iteration or tick bound was reached (`completed`).
+    Completed,
+}
+
+impl StopReason {
+    /// `stop_requested`, `error` or `completed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::StopRequested => "stop_requested",
+            StopReason::Error => "error",
+            StopReason::Completed => "completed",
+        }
+    }
+}
+
+/// What failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunErrorKind {
+    /// `execute` returned an error.
+    Failed(String),
+    /// `execute` panicked; the payload's message.
+    Panicked(String),
+    /// `activate` returned an error.
+    ActivateFailed(String),
+    /// A thread-pool lane with `overflow = fail_fast` was full.
+    QueueFull {
+        /// The lane.
+        lane: String,
+    },
+}
+
+/// The structured error of a run that stopped with [`StopReason::Error`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunError {
+    /// The component, if one failed.
+    pub component: Option<String>,
+    /// The epoch (0: during activation).
+    pub epoch: u64,
+    /// What happened.
+    pub kind: RunErrorKind,
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let who = self.component.as_deref().unwrap_or("the runner");
+        match &self.kind {
+            RunErrorKind::Failed(m) => write!(f, "epoch {}: `{who}` failed: {m}", self.epoch),
+            RunErrorKind::Panicked(m) => write!(f, "epoch {}: `{who}` panicked: {m}", self.epoch),
+            RunErrorKind::ActivateFailed(m) => write!(f, "`{who}` failed to activate: {m}"),
+            RunErrorKind::QueueFull { lane } => write!(
+                f,
+                "epoch {}: lane `{lane}` was full and its overflow is fail_fast",
+                self.epoch
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
+/// Everything a run reports.
+#[derive(Debug)]
+pub struct RunResult {
+    /// Why it ended.
+    pub stop_reason: StopReason,
+    /// The first error, if it ended with one.
+    pub error: Option<RunError>,
+    /// Epochs started.
+    pub epochs: u64,
+    /// The `runtime.scheduler.*` metrics over all lanes.
+    pub metrics: SchedulerMetrics,
+    /// The same metrics per lane.
+    pub lane_metrics: BTreeMap<String, SchedulerMetrics>,
+    /// The trace.
+    pub trace: Trace,
+    /// The graph's advisory diagnostics.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Components activated, in startup order.
+    pub activated: Vec<String>,
+    /// Components deactivated, in the order it happened (the reverse).
+    pub deactivated: Vec<String>,
+}
+
+/// Runs `graph` on `rt` until it completes, fails or is stopped, then drains
+/// and deactivates. Thread-pool invocations run on `rt`'s workers; the rest
+/// runs on the calling thread, which must not be one of `rt`'s workers.
+pub fn run(graph: Graph, rt: &Runtime, opts: RunOptions) -> RunResult {
+    Runner::new(graph, rt, opts).run()
+}
+
+enum LaneRun {
+    EventLoop,
+    FixedRate(FixedRate),
+    Pool(PoolLane),
+}
+
+struct FixedRate {
+    spec: FixedRateSpec,
+    /// When the next tick is scheduled (ns since the run's origin).
+    next_ns: u64,
+    ticks: u64,
+    /// The tick being run this epoch: (number, scheduled, released).
+    current: Option<(u64, u64, u64)>,
+    /// The previous tick's (scheduled, released), for the jitter.
+    previous: Option<(u64, u64)>,
+}
+
+impl FixedRate {
+    fn exhausted(&self) -> bool {
+        self.spec.max_ticks.is_some_and(|m| self.ticks >= m)
+    }
+}
+
+enum Clock {
+    Real(Instant),
+    Virtual(u64),
+}
+
+/// One invocation's result, from whichever thread ran it.
+struct Outcome {
+    component: usize,
+    index: usize,
+    staged: Vec<(usize, Value)>,
+    records: Vec<Record>,
+    result: Result<(), RunErrorKind>,
+    sim_cost: Duration,
+    dur_ns: u64,
+    priority: Priority,
+    worker_id: Option<usize>,
+    dropped: Option<DropReason>,
+}
+
+/// An invocation's staged publications: (output port, value).
+type Staged = Vec<(usize, Value)>;
+
+/// A region whose pool work was submitted and not yet committed.
+struct Pending {
+    pos: usize,
+    batch: Arc<Batch>,
+    submitted_ns: u64,
+    lanes: Vec<usize>,
+}
+
+struct Batch {
+    state: Mutex<(usize, Vec<Outcome>)>,
+    done: Condvar,
+}
+
+impl Batch {
+    fn push(&self, outcome: Outcome) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.0 -= 1;
+        s.1.push(outcome);
+        if s.0 == 0 {
+            self.done.notify_all();
+        }
+    }
+
+    fn wait(&self) -> Vec<Outcome> {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        while s.0 > 0 {
+            s = self.done.wait(s).unwrap_or_else(PoisonError::into_inner);
+        }
+        std::mem::take(&mut s.1)
+    }
+}
+
+struct Runner<'a> {
+    graph: Graph,
+    rt: &'a Runtime,
+    opts: RunOptions,
+    clock: Clock,
+    replicas: Vec<Arc<[Replica]>>,
+    /// Per component, per input port: values committed, not yet consumed.
+    mailboxes: Vec<Vec<Vec<Value>>>,
+    /// Per component, per output port: the (component, input port) it feeds.
+    routes: Vec<Vec<Vec<(usize, usize)>>>,
+    /// Whether any edge feeds the component.
+    fed: Vec<bool>,
+    lanes: Vec<LaneRun>,
+    lane_names: Vec<Arc<str>>,
+    acc: Vec<LaneAcc>,
+    /// Per region number: (component, its staged values) awaiting the barrier.
+    staged: BTreeMap<usize, Vec<(usize, Staged)>>,
+    blocked_ns: u64,
+    last_callback_ns: u64,
+    trace: Trace,
+    epoch: u64,
+    error: Option<RunError>,
+    stop_seen: bool,
+}
+
+impl<'a> Runner<'a> {
+    fn new(mut graph: Graph, rt: &'a Runtime, opts: RunOptions) -> Runner<'a> {
+        let has_fixed = graph
+            .lanes
+            .iter()
+            .any(|l| matches!(l.kind, LaneKind::FixedRate(_)));
+        let wall = graph
+            .lanes
+            .iter()
+            .any(|l| matches!(&l.kind, LaneKind::FixedRate(f) if f.wall_clock));
+        let simulated = match opts.clock {
+            ClockMode::Auto => has_fixed && !wall,
+            ClockMode::Simulated => true,
+            ClockMode::Real => false,
+        };
+        let clock = if simulated {
+            Clock::Virtual(0)
+        } else {
+            Clock::Real(Instant::now())
+        };
+        let replicas = (0..graph.components.len())
+            .map(|c| {
+                let n = graph.replicas(c);
+                let node = &mut graph.components[c];
+                let mut list: Vec<Replica> = Vec::with_capacity(n);
+                let first = node.first.take().unwrap_or_else(|| (node.factory)());
+                list.push(Arc::new(Mutex::new(first)));
+                for _ in 1..n {
+                    list.push(Arc::new(Mutex::new((node.factory)())));
+                }
+                list.into()
+            })
+            .collect();
+        let mailboxes = graph
+            .components
+            .iter()
+            .map(|c| vec![Vec::new(); c.inputs.len()])
+            .collect();
+        let mut routes: Vec<Vec<Vec<(usize, usize)>>> = graph
+            .components
+            .iter()
+            .map(|c| vec![Vec::new(); c.outputs.len()])
+            .collect();
+        let mut fed = vec![false; graph.components.len()];
+        for &((fc, fp), to) in &graph.edges {
+            routes[fc][fp].push(to);
+            fed[to.0] = true;
+        }
+        let lanes = graph
+            .lanes
+            .iter()
+            .map(|l| match &l.kind {
+                LaneKind::EventLoop => LaneRun::EventLoop,
+                LaneKind::FixedRate(spec) => LaneRun::FixedRate(FixedRate {
+                    spec: spec.clone(),
+                    next_ns: 0,
+                    ticks: 0,
+                    current: None,
+                    previous: None,
+                }),
+                LaneKind::ThreadPool(spec) => {
+                    LaneRun::Pool(PoolLane::new(spec, rt.handle().clone()))
+                }
+            })
+            .collect();
+        let acc = graph.lanes.iter().map(|_| LaneAcc::default()).collect();
+        let lane_names = graph.lanes.iter().map(|l| l.name.as_str().into()).collect();
+        Runner {
+            graph,
+            rt,
+            opts,
+            clock,
+            replicas,
+            mailboxes,
+            routes,
+            fed,
+            lanes,
+            lane_names,
+            acc,
+            staged: BTreeMap::new(),
+            blocked_ns: 0,
+            last_callback_ns: 0,
+            trace: Trace::default(),
+            epoch: 0,
+            error: None,
+            stop_seen: false,
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        match self.clock {
+            Clock::Real(origin) => origin.elapsed().as_nanos() as u64,
+            Clock::Virtual(ns) => ns,
+        }
+    }
+
+    /// Records what `make` builds, if tracing is on (off, nothing is built).
+    fn record(&mut self, make: impl FnOnce() -> Record) {
+        if self.opts.trace {
+            self.trace.records.push(make());
+        }
+    }
+
+    fn run(mut self) -> RunResult {
+        // Activate in startup (compiled) order.
+        let order: Vec<usize> = self
+            .graph
+            .regions
+            .iter()
+            .flat_map(|r| r.components.iter().copied())
+            .collect();
+        let mut started: Vec<usize> = Vec::new();
+        for &c in &order {
+            match self.activate(c) {
+                Ok(()) => started.push(c),
+                Err(kind) => {
+                    self.error = Some(RunError {
+                        component: Some(self.graph.components[c].name.to_string()),
+                        epoch: 0,
+                        kind,
+                    });
+                    break;
+                }
+            }
+        }
+        let stop_reason = if self.error.is_some() {
+            StopReason::Error
+        } else {
+            self.epochs()
+        };
+        // Drain: refuse new pool work; what was admitted has already been
+        // waited for at the last barrier, and wait_idle confirms it.
+        for lane in &self.lanes {
+            if let LaneRun::Pool(pool) = lane {
+                pool.close();
+                pool.wait_idle();
+            }
+        }
+        // Cleanup: reverse startup order, errors and stops included.
+        let mut deactivated = Vec::new();
+        for &c in started.iter().rev() {
+            for replica in self.replicas[c].iter() {
+                let mut comp = replica.lock().unwrap_or_else(PoisonError::into_inner);
+                let _ = catch_unwind(AssertUnwindSafe(|| comp.deactivate()));
+            }
+            deactivated.push(self.graph.components[c].name.to_string());
+        }
+        let activated = started
+            .iter()
+            .map(|&c| self.graph.components[c].name.to_string())
+            .collect();
+        let (metrics, lane_metrics) = self.metrics();
+        RunResult {
+            stop_reason,
+            error: self.error,
+            epochs: self.epoch,
+            metrics,
+            lane_metrics,
+            trace: self.trace,
+            diagnostics: self.graph.diagnostics.clone(),
+            activated,
+            deactivated,
+        }
+    }
+
+    fn activate(&self, c: usize) -> Result<(), RunErrorKind> {
+        for replica in self.replicas[c].iter() {
+            let mut comp = replica.lock().unwrap_or_else(PoisonError::into_inner);
+            match catch_unwind(AssertUnwindSafe(|| comp.activate())) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(RunErrorKind::ActivateFailed(e.message)),
+                Err(p) => return Err(RunErrorKind::Panicked(panic_message(&*p))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Notes a stop request the first time the runner sees it.
+    fn see_stop(&mut self) -> bool {
+        let requested = self.opts.stop.is_requested();
+        if requested && !self.stop_seen {
+            self.stop_seen = true;
+            let (ts, epoch) = (self.now_ns(), self.epoch);
+            self.record(|| {
+                Record::instant("loop_cancellation_requested", RUNNER_TID, ts).arg("epoch", epoch)
+            });
+        }
+        requested
+    }
+
+    fn epochs(&mut self) -> StopReason {
+        let has_fixed = self
+            .lanes
+            .iter()
+            .any(|l| matches!(l, LaneRun::FixedRate(_)));
+        loop {
+            // The stop token, before every iteration.
+            if self.see_stop() {
+                let (ts, epoch) = (self.now_ns(), self.epoch);
+                self.record(|| {
+                    Record::instant("loop_cancellation_observed", RUNNER_TID, ts)
+                        .arg("epoch", epoch)
+                });
+                return StopReason::StopRequested;
+            }
+            if self.opts.max_iterations.is_some_and(|m| self.epoch >= m) {
+                return StopReason::Completed;
+            }
+            if has_fixed {
+                let Some(next) = self.next_tick_ns() else {
+                    return StopReason::Completed;
+                };
+                if !self.wait_until(next) {
+                    continue; // stopped while waiting: the check above ends it
+                }
+                self.release_ticks();
+            }
+            self.epoch += 1;
+            let (begin, epoch) = (self.now_ns(), self.epoch);
+            self.record(|| {
+                Record::instant("scheduler_iteration_begin", RUNNER_TID, begin).arg("epoch", epoch)
+            });
+            self.run_regions();
+            self.end_ticks();
+            let end = self.now_ns();
+            self.record(|| {
+                Record::instant("scheduler_iteration_end", RUNNER_TID, end).arg("epoch", epoch)
+            });
+            self.record(|| {
+                Record::span("scheduler_iteration", RUNNER_TID, begin, end - begin)
+                    .arg("epoch", epoch)
+            });
+            if self.error.is_some() {
+                return StopReason::Error;
+            }
+        }
+    }
+
+    /// The earliest scheduled tick of a fixed-rate lane with ticks left.
+    fn next_tick_ns(&self) -> Option<u64> {
+        self.lanes
+            .iter()
+            .filter_map(|l| match l {
+                LaneRun::FixedRate(f) if !f.exhausted() => Some(f.next_ns),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Waits until `target` ns: simulated time jumps; real time sleeps on
+    /// the runtime's timer (stoppable). False if the stop came first.
+    fn wait_until(&mut self, target: u64) -> bool {
+        match &mut self.clock {
+            Clock::Virtual(now) => {
+                if target > *now {
+                    self.blocked_ns += target - *now;
+                    *now = target;
+                }
+                true
+            }
+            Clock::Real(origin) => {
+                let deadline = *origin + Duration::from_nanos(target);
+                let before = Instant::now();
+                let stopped = sleep_until(self.rt, deadline, &self.opts.stop);
+                self.blocked_ns += before.elapsed().as_nanos() as u64;
+                !stopped
+            }
+        }
+    }
+
+    /// Releases the tick of every fixed-rate lane that is due, choosing its
+    /// next tick with the overrun policy `time::Interval` uses.
+    fn release_ticks(&mut self) {
+        let now = self.now_ns();
+        for lane in 0..self.lanes.len() {
+            let LaneRun::FixedRate(f) = &mut self.lanes[lane] else {
+                continue;
+            };
+            if f.exhausted() || f.next_ns > now {
+                continue;
+            }
+            let scheduled = f.next_ns;
+            let lateness = now - scheduled;
+            let period = f.spec.period;
+            let plan = f
+                .spec
+                .overrun_policy
+                .plan(Duration::from_nanos(lateness), period);
+            f.next_ns =
+                scheduled.saturating_add((period.as_nanos() as u64).saturating_mul(plan.steps));
+            f.ticks += 1;
+            let tick = f.ticks;
+            let jitter = f.previous.map(|(ps, pr)| {
+                let actual = now as i128 - pr as i128;
+                let planned = scheduled as i128 - ps as i128;
+                (actual - planned).unsigned_abs() as u64
+            });
+            f.current = Some((tick, scheduled, now));
+            let acc = &mut self.acc[lane];
+            acc.ticks += 1;
+            acc.late_ticks += u64::from(plan.overrun);
+            acc.skipped_ticks += plan.skipped;
+            acc.max_lateness_ns = acc.max_lateness_ns.max(lateness);
+            if let Some(j) = jitter {
+                acc.max_jitter_ns = acc.max_jitter_ns.max(j);
+            }
+            let policy = f.spec.overrun_policy.name();
+            let name = Arc::clone(&self.lane_names[lane]);
+            self.record(|| {
+                Record::instant("fixed_rate_tick_begin", RUNNER_TID, now)
+                    .text("lane", &name)
+                    .arg("tick", tick)
+                    .arg("scheduled_ns", scheduled)
+                    .arg("lateness_ns", lateness)
+            });
+            if plan.skipped > 0 {
+                self.record(|| {
+                    Record::instant("fixed_rate_skipped_tick", RUNNER_TID, now)
+                        .text("lane", &name)
+                        .arg("tick", tick)
+                        .arg("skipped", plan.skipped)
+                        .text("overrun_policy", policy)
+                });
+            }
+        }
+    }
+
+    fn end_ticks(&mut self) {
+        let now = self.now_ns();
+        for lane in 0..self.lanes.len() {
+            let LaneRun::FixedRate(f) = &mut self.lanes[lane] else {
+                continue;
+            };
+            let Some((tick, scheduled, released)) = f.current.take() else {
+                continue;
+            };
+            f.previous = Some((scheduled, released));
+            let exec = now - released;
+            let budget = f.spec.budget().as_nanos() as u64;
+            let name = Arc::clone(&self.lane_names[lane]);
+            if exec > budget {
+                self.acc[lane].overruns += 1;
+                self.record(|| {
+                    Record::instant("fixed_rate_overrun", RUNNER_TID, now)
+                        .text("lane", &name)
+                        .arg("tick", tick)
+                        .arg("execution_ns", exec)
+                        .arg("budget_ns", budget)
+                });
+            }
+            self.record(|| {
+                Record::span("fixed_rate_tick", RUNNER_TID, released, exec)
+                    .text("lane", &name)
+                    .arg("tick", tick)
+            });
+            self.record(|| {
+                Record::instant("fixed_rate_tick_end", RUNNER_TID, now)
+                    .text("lane", &name)
+                    .arg("tick", tick)
+            });
+        }
+    }
+
+    /// The tick a component's lane runs this epoch: `Some(None)` for lanes
+    /// without ticks, `Some(Some(t))` for a due fixed-rate lane, `None` if
+    /// its fixed-rate lane is not due.
+    fn lane_tick(&self, c: usize) -> Option<Option<u64>> {
+        match &self.lanes[self.graph.components[c].lane] {
+            LaneRun::FixedRate(f) => f.current.map(|(t, _, _)| Some(t)),
+            _ => Some(None),
+        }
+    }
+
+    fn run_regions(&mut self) {
+        let mut pending: Vec<Pending> = Vec::new();
+        for pos in 0..self.graph.regions.len() {
+            if self.error.is_some() {
+                break;
+            }
+            // Barrier: a region waits for the regions it depends on.
+            let index = self.graph.regions[pos].index;
+            let (needed, rest): (Vec<Pending>, Vec<Pending>) = pending
+                .into_iter()
+                .partition(|p| self.graph.ancestors[index][self.graph.regions[p.pos].index]);
+            pending = rest;
+            for p in needed {
+                self.finish_pending(p);
+            }
+            if self.error.is_some() {
+                break;
+            }
+            if let Some(p) = self.run_region(pos) {
+                pending.push(p);
+            }
+            self.see_stop();
+        }
+        pending.sort_by_key(|p| p.pos);
+        for p in pending {
+            self.finish_pending(p);
+        }
+    }
+
+    /// Runs one region: inline lanes now, pool lanes submitted. Returns the
+    /// pool work to wait for, or commits at once if there is none.
+    fn run_region(&mut self, pos: usize) -> Option<Pending> {
+        let comps = self.graph.regions[pos].components.clone();
+        let mut inline_outcomes = Vec::new();
+        let mut jobs: BTreeMap<usize, Vec<Job>> = BTreeMap::new();
+        let mut total_jobs = 0usize;
+        let batch = Arc::new(Batch {
+            state: Mutex::new((0, Vec::new())),
+            done: Condvar::new(),
+        });
+        let submitted_ns = self.now_ns();
+        for c in comps {
+            let Some(tick) = self.lane_tick(c) else {
+                continue;
+            };
+            // Seed 004: a stop prevents new worker submissions from the
+            // next stop check on (work already admitted still drains).
+            let on_pool = matches!(self.lanes[self.graph.components[c].lane], LaneRun::Pool(_));
+            if on_pool && self.stop_seen {
+                continue;
+            }
+            let node = &self.graph.components[c];
+            // Trigger readiness: a component fed by no edge is a source and
+            // is ready every epoch; any other is ready when a value arrived.
+            let triggered = !self.fed[c] || self.mailboxes[c].iter().any(|m| !m.is_empty());
+            if !triggered {
+                continue;
+            }
+            let inputs: Arc<[(PortDecl, Vec<Value>)]> = node
+                .inputs
+                .iter()
+                .zip(self.mailboxes[c].iter_mut())
+                .map(|(d, m)| (*d, std::mem::take(m)))
+                .collect();
+            let count = node.exec.invocations;
+            let lane = node.lane;
+            for index in 0..count {
+                let node = &self.graph.components[c];
+                let inv = Invocation {
+                    component: c,
+                    name: Arc::clone(&node.name),
+                    lane: self.graph.lanes[lane].name.as_str().into(),
+                    index,
+                    count,
+                    epoch: self.epoch,
+                    tick,
+                    priority: node.exec.priority,
+                    worker_id: None,
+                    budget: node.exec.budget,
+                    stop: self.opts.stop.clone(),
+                };
+                let ctx = GraphContext {
+                    inputs: Arc::clone(&inputs),
+                    outputs: Arc::clone(&node.outputs),
+                    staged: Vec::new(),
+                    clock: self.inv_clock(),
+                    sim_cost: Duration::ZERO,
+                    records: Vec::new(),
+                    cancel_observed: false,
+                    budget_reported: false,
+                    stop: self.opts.stop.clone(),
+                    budget: node.exec.budget,
+                    tid: RUNNER_TID,
+                    component: Arc::clone(&node.name),
+                    tracing: self.opts.trace,
+                };
+                let replicas = Arc::clone(&self.replicas[c]);
+                match &self.lanes[lane] {
+                    LaneRun::Pool(_) => {
+                        let batch = Arc::clone(&batch);
+                        let reentrant = node.exec.reentrant;
+                        let priority = node.exec.priority;
+                        total_jobs += 1;
+                        jobs.entry(lane).or_default().push(Job {
+                            component: c,
+                            index,
+                            priority,
+                            reentrant,
+                            run: Box::new(move |dispatch| {
+                                let outcome = match dispatch {
+                                    Dispatch::Run { worker_id } => {
+                                        let mut inv = inv;
+                                        let mut ctx = ctx;
+                                        inv.worker_id = worker_id;
+                                        ctx.tid = worker_id.map_or(RUNNER_TID, |w| w as u64);
+                                        if let InvClock::Real { start, .. } = &mut ctx.clock {
+                                            *start = Instant::now();
+                                        }
+                                        execute(&replicas, inv, ctx)
+                                    }
+                                    Dispatch::Dropped(why) => Outcome {
+                                        component: c,
+                                        index,
+                                        staged: Vec::new(),
+                                        records: Vec::new(),
+                                        result: Ok(()),
+                                        sim_cost: Duration::ZERO,
+                                        dur_ns: 0,
+                                        priority,
+                                        worker_id: None,
+                                        dropped: Some(why),
+                                    },
+                                };
+                                // Delivered once the lane has freed the slot.
+                                Some(Box::new(move || batch.push(outcome)))
+                            }),
+                        });
+                    }
+                    LaneRun::EventLoop | LaneRun::FixedRate(_) => {
+                        let outcome = execute(&replicas, inv, ctx);
+                        if let Clock::Virtual(now) = &mut self.clock {
+                            *now += outcome.sim_cost.as_nanos() as u64;
+                        }
+                        inline_outcomes.push(outcome);
+                    }
+                }
+            }
+        }
+        self.absorb(inline_outcomes);
+        if total_jobs == 0 {
+            self.commit_region(pos);
+            return None;
+        }
+        batch.state.lock().unwrap_or_else(PoisonError::into_inner).0 = total_jobs;
+        let mut lanes = Vec::new();
+        for (lane, jobs) in jobs {
+            lanes.push(lane);
+            let LaneRun::Pool(pool) = &self.lanes[lane] else {
+                unreachable!("jobs are only made for pool lanes");
+            };
+            let adm = pool.submit_batch(jobs);
+            if adm.fail_fast && self.error.is_none() {
+                self.error = Some(RunError {
+                    component: None,
+                    epoch: self.epoch,
+                    kind: RunErrorKind::QueueFull {
+                        lane: self.graph.lanes[lane].name.clone(),
+                    },
+                });
+            }
+        }
+        Some(Pending {
+            pos,
+            batch,
+            submitted_ns,
+            lanes,
+        })
+    }
+
+    fn inv_clock(&self) -> InvClock {
+        match self.clock {
+            Clock::Real(origin) => InvClock::Real {
+                origin,
+                start: Instant::now(),
+            },
+            Clock::Virtual(ns) => InvClock::Virtual { start_ns: ns },
+        }
+    }
+
+    /// Waits for a region's pool work, then commits it.
+    fn finish_pending(&mut self, p: Pending) {
+        let before = Instant::now();
+        let mut outcomes = p.batch.wait();
+        if let Clock::Real(_) = self.clock {
+            self.blocked_ns += before.elapsed().as_nanos() as u64;
+        }
+        outcomes.sort_by_key(|o| (o.component, o.index));
+        let mut worker_ids: Vec<u64> = outcomes
+            .iter()
+            .filter_map(|o| o.worker_id.map(|w| w as u64))
+            .collect();
+        worker_ids.sort_unstable();
+        worker_ids.dedup();
+        let admitted = outcomes.iter().filter(|o| o.dropped.is_none()).count() as u64;
+        let rejected = outcomes.len() as u64 - admitted;
+        if let Clock::Virtual(now) = &mut self.clock {
+            // Simulated pool time: the batch takes its longest invocation or
+            // its total spread over the lane's width, whichever is longer.
+            let width = p
+                .lanes
+                .iter()
+                .filter_map(|&l| match &self.graph.lanes[l].kind {
+                    LaneKind::ThreadPool(s) => Some(s.width() as u64),
+                    _ => None,
+                })
+                .sum::<u64>()
+                .max(1);
+            let total: u64 = outcomes.iter().map(|o| o.sim_cost.as_nanos() as u64).sum();
+            let longest = outcomes
+                .iter()
+                .map(|o| o.sim_cost.as_nanos() as u64)
+                .max()
+                .unwrap_or(0);
+            *now += longest.max(total.div_ceil(width));
+        }
+        for o in outcomes.iter().filter(|o| o.dropped.is_some()) {
+            let name = Arc::clone(&self.graph.components[o.component].name);
+            let reason = match o.dropped {
+                Some(DropReason::Evicted) => "evicted",
+                Some(DropReason::Closed) => "closed",
+                _ => "rejected",
+            };
+            let ts = p.submitted_ns;
+            let index = o.index as u64;
+            self.record(|| {
+                Record::instant("scheduler_reject", RUNNER_TID, ts)
+                    .component(&name)
+                    .arg("invocation", index)
+                    .text("reason", reason)
+            });
+        }
+        let end = self.now_ns();
+        let lane_names: Vec<Arc<str>> = p
+            .lanes
+            .iter()
+            .map(|&l| Arc::clone(&self.lane_names[l]))
+            .collect();
+        let submitted_ns = p.submitted_ns;
+        self.record(|| {
+            Record::span(
+                "thread_pool_batch",
+                RUNNER_TID,
+                submitted_ns,
+                end.saturating_sub(submitted_ns),
+            )
+            .text("lane", &lane_names.join(","))
+            .arg("admitted", admitted)
+            .arg("rejected", rejected)
+            .list("worker_ids", worker_ids)
+        });
+        let ran: Vec<Outcome> = outcomes
+            .into_iter()
+            .filter(|o| o.dropped.is_none())
+            .collect();
+        self.absorb(ran);
+        self.commit_region(p.pos);
+    }
+
+    /// Takes finished invocations' records, errors and staged values.
+    fn absorb(&mut self, outcomes: Vec<Outcome>) {
+        for o in outcomes {
+            let lane = self.graph.components[o.component].lane;
+            let acc = &mut self.acc[lane];
+            acc.completed += 1;
+            acc.by_priority[usize::from(o.priority.rank())] += 1;
+            self.last_callback_ns = o.dur_ns;
+            if self.opts.trace {
+                self.trace.records.extend(o.records);
+            }
+            if let Err(kind) = o.result {
+                if self.error.is_none() {
+                    self.error = Some(RunError {
+                        component: Some(self.graph.components[o.component].name.to_string()),
+                        epoch: self.epoch,
+                        kind,
+                    });
+                }
+            }
+            self.staged
+                .entry(self.graph.components[o.component].region)
+                .or_default()
+                .push((o.component, o.staged));
+        }
+    }
+
+    /// The region barrier: staged publications become visible downstream.
+    fn commit_region(&mut self, pos: usize) {
+        let index = self.graph.regions[pos].index;
+        let Some(mut staged) = self.staged.remove(&index) else {
+            return;
+        };
+        staged.sort_by_key(|(c, _)| *c);
+        for (c, values) in staged {
+            for (port, value) in values {
+                for &(tc, tp) in &self.routes[c][port] {
+                    self.mailboxes[tc][tp].push(Arc::clone(&value));
+                }
+            }
+        }
+    }
+
+    fn metrics(&self) -> (SchedulerMetrics, BTreeMap<String, SchedulerMetrics>) {
+        let mut per_lane = BTreeMap::new();
+        let mut all = SchedulerMetrics::default();
+        for (i, lane) in self.graph.lanes.iter().enumerate() {
+            let pool = match &self.lanes[i] {
+                LaneRun::Pool(p) => Some(p.stats()),
+                _ => None,
+            };
+            let m = self.acc[i].to_metrics(pool.as_ref());
+            all.merge(&m);
+            per_lane.insert(lane.name.clone(), m);
+        }
+        all.blocked_duration_ms = ns_to_ms(self.blocked_ns);
+        all.last_callback_duration_ms = ns_to_ms(self.last_callback_ns);
+        (all, per_lane)
+    }
+}
+
+pub(crate) fn ns_to_ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+/// Runs one invocation on a free replica of its component.
+fn execute(replicas: &[Replica], inv: Invocation, mut ctx: GraphContext) -> Outcome {
+    let begin = ctx.now_ns();
+    let stop_before = inv.stop.is_requested();
+    let mut guard = lock_free_replica(replicas, inv.index);
+    let result = catch_unwind(AssertUnwindSafe(|| guard.execute(&inv, &mut ctx)));
+    drop(guard);
+    ctx.check_budget();
+    let end = ctx.now_ns();
+    let result = match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(ComponentError { message })) if message == CANCELLED_MESSAGE => Ok(()),
+        Ok(Err(e)) => Err(RunErrorKind::Failed(e.message)),
+        Err(p) => Err(RunErrorKind::Panicked(panic_message(&*p))),
+    };
+    let dur = end - begin;
+    let records = if ctx.tracing {
+        let cancel_requested = !stop_before && inv.stop.is_requested();
+        execute_records(&inv, &mut ctx, begin, end, cancel_requested)
+    } else {
+        Vec::new()
+    };
+    Outcome {
+        component: inv.component,
+        index: inv.index,
+        staged: std::mem::take(&mut ctx.staged),
+        records,
+        result,
+        sim_cost: ctx.sim_cost,
+        dur_ns: dur,
+        priority: inv.priority,
+        worker_id: inv.worker_id,
+        dropped: None,
+    }
+}
+
+/// The trace events of one invocation: begin, what it recorded itself, a
+/// cancellation request that came during it, the span and the end, each
+/// tagged with component, lane, epoch, invocation, tick and worker id.
+fn execute_records(
+    inv: &Invocation,
+    ctx: &mut GraphContext,
+    begin: u64,
+    end: u64,
+    cancel_requested: bool,
+) -> Vec<Record> {
+    let tid = ctx.tid;
+    let mut records = Vec::with_capacity(ctx.records.len() + 4);
+    records.push(Record::instant("component_execute_begin", tid, begin));
+    records.append(&mut ctx.records);
+    if cancel_requested {
+        records.push(Record::instant(
+            "component_cancellation_requested",
+            tid,
+            end,
+        ));
+    }
+    records.push(Record::span("component_execute", tid, begin, end - begin));
+    records.push(Record::instant("component_execute_end", tid, end));
+    for r in &mut records {
+        let mut args = vec![
+            ("component", Arg::Str(inv.name.to_string().into())),
+            ("lane", Arg::Str(inv.lane.to_string().into())),
+            ("epoch", Arg::U64(inv.epoch)),
+            ("invocation", Arg::U64(inv.index as u64)),
+        ];
+        if let Some(t) = inv.tick {
+            args.push(("tick", Arg::U64(t)));
+        }
+        if let Some(w) = inv.worker_id {
+            args.push(("worker_id", Arg::U64(w as u64)));
+        }
+        r.args.retain(|(k, _)| *k != "component");
+        args.append(&mut r.args);
+        r.args = args;
+    }
+    records
+}
+
+fn lock_free_replica(
+    replicas: &[Replica],
+    index: usize,
+) -> std::sync::MutexGuard<'_, Box<dyn super::Component>> {
+    // The lane keeps at most `replicas.len()` invocations of a component in
+    // flight, so one is free; start at the invocation's own to spread them.
+    let n = replicas.len();
+    for k in 0..n {
+        match replicas[(index + k) % n].try_lock() {
+            Ok(g) => return g,
+            Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+            Err(TryLockError::WouldBlock) => {}
+        }
+    }
+    replicas[index % n]
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-string panic payload".to_string()
+    }
+}
+
+/// Sleeps until `deadline` on the runtime's timer, waking at once if `stop`
+/// is requested. The timer wheel has 1 ms ticks and rounds deadlines up, so
+/// the timer is asked for `deadline - 1 ms` and the last stretch (under
+/// about a millisecond) is an OS sleep. Returns whether the stop came.
+fn sleep_until(rt: &Runtime, deadline: Instant, stop: &StopToken) -> bool {
+    let coarse = deadline.checked_sub(Duration::from_millis(1));
+    if let Some(coarse) = coarse.filter(|c| *c > Instant::now()) {
+        rt.block_on(async {
+            let sleep = pin!(time::sleep_until(time::Instant::from_std(coarse)));
+            let stopped = pin!(stop.requested());
+            FirstOf(sleep, stopped).await;
+        });
+    }
+    if stop.is_requested() {
+        return true;
+    }
+    let now = Instant::now();
+    if deadline > now {
+        std::thread::sleep(deadline - now);
+    }
+    stop.is_requested()
+}
+
+/// Completes when either future does.
+struct FirstOf<A, B>(A, B);
+
+impl<A, B> Future for FirstOf<Pin<&mut A>, Pin<&mut B>>
+where
+    A: Future,
+    B: Future,
+{
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0.as_mut().poll(cx).is_ready() || self.1.as_mut().poll(cx).is_ready() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
