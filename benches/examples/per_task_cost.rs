@@ -20,7 +20,10 @@
 //!
 //! `cargo run --release -p magpie-benches --example per_task_cost`
 //! (env `DEPTH`, default 20; `ROUNDS`, default 16, rounded up to whole
-//! balanced designs of five).
+//! balanced designs of the peers run; `PEERS=magpie,cb_strong` runs only
+//! those; `WORKERS=1` only that worker count). With one peer and one round,
+//! `valgrind --tool=cachegrind` on two depths gives instructions per task,
+//! a count the machine's load does not move (docs/parts/bench-strong-peer.md).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -31,8 +34,8 @@ use magpie_benches::typed::{
     time_sequential, time_tree, BinaryTree, CbSeed000Pool, CbStrongPool, MagpiePool, RayonPeer,
 };
 
-const PEERS: [&str; 5] = ["seq", "magpie", "cb_strong", "cb_seed000", "rayon_join"];
-const WORKER_COUNTS: [usize; 2] = [1, 2];
+const ALL_PEERS: [&str; 5] = ["seq", "magpie", "cb_strong", "cb_seed000", "rayon_join"];
+const ALL_WORKER_COUNTS: [usize; 2] = [1, 2];
 
 /// ns per push+pop pair on a LIFO crossbeam `Worker`, two pushes then two
 /// pops as a tree node does; the median of 11 runs of 2^20 pairs.
@@ -62,8 +65,33 @@ fn main() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(d)
     };
+    let list = |k: &str| {
+        std::env::var(k)
+            .ok()
+            .map(|v| v.split(',').map(str::to_owned).collect::<Vec<_>>())
+    };
+    let peers: Vec<&str> = match list("PEERS") {
+        Some(want) => ALL_PEERS
+            .into_iter()
+            .filter(|p| want.iter().any(|w| w == p))
+            .collect(),
+        None => ALL_PEERS.to_vec(),
+    };
+    let worker_counts: Vec<usize> = match list("WORKERS") {
+        Some(want) => ALL_WORKER_COUNTS
+            .into_iter()
+            .filter(|n| want.iter().any(|w| w == &n.to_string()))
+            .collect(),
+        None => ALL_WORKER_COUNTS.to_vec(),
+    };
+    assert!(
+        !peers.is_empty() && !worker_counts.is_empty(),
+        "PEERS/WORKERS select nothing"
+    );
+    let (peers, worker_counts) = (&peers[..], &worker_counts[..]);
     let depth = env("DEPTH", 20) as u32;
-    let rounds = balanced_rounds_at_least(PEERS.len(), env("ROUNDS", 16));
+    let warm_up = env("WARMUP", 1) != 0;
+    let rounds = balanced_rounds_at_least(peers.len(), env("ROUNDS", 16));
     let tree = BinaryTree {
         depth,
         work_iters: 0,
@@ -71,7 +99,7 @@ fn main() {
     let roots = [BinaryTree::ROOT];
     let expected = tree.expected();
     let tasks = expected.count as f64;
-    let rayon: Vec<RayonPeer> = WORKER_COUNTS.iter().map(|&n| RayonPeer::new(n)).collect();
+    let rayon: Vec<RayonPeer> = worker_counts.iter().map(|&n| RayonPeer::new(n)).collect();
     println!(
         "empty spawn tree, depth {depth} ({} tasks), {rounds} rounds; load average before: {}",
         expected.count,
@@ -79,29 +107,34 @@ fn main() {
     );
 
     let one = |peer: usize, wi: usize| -> Duration {
-        let workers = WORKER_COUNTS[wi];
-        let (t, tally) = match PEERS[peer] {
+        let workers = worker_counts[wi];
+        let (t, tally) = match peers[peer] {
             "seq" => time_sequential(&tree, &roots),
             "magpie" => time_tree::<MagpiePool<BinaryTree>, _>(workers, &tree, &roots),
             "cb_strong" => time_tree::<CbStrongPool<BinaryTree>, _>(workers, &tree, &roots),
             "cb_seed000" => time_tree::<CbSeed000Pool<BinaryTree>, _>(workers, &tree, &roots),
             _ => rayon[wi].join_tree(&tree, &roots),
         };
-        assert_eq!(tally, expected, "{} on {workers} workers", PEERS[peer]);
+        assert_eq!(tally, expected, "{} on {workers} workers", peers[peer]);
         t
     };
-    // Warm-up: every pair once, untimed.
-    for wi in 0..WORKER_COUNTS.len() {
-        for p in 0..PEERS.len() {
-            one(p, wi);
+    // Warm-up: every pair once, untimed (`WARMUP=0` skips it).
+    for wi in 0..worker_counts.len() {
+        for p in 0..peers.len() {
+            if warm_up {
+                one(p, wi);
+            }
         }
     }
     // ns[peer][workers index] = one entry per round.
-    let mut ns = vec![vec![Vec::with_capacity(rounds); WORKER_COUNTS.len()]; PEERS.len()];
+    let mut ns = vec![vec![Vec::with_capacity(rounds); worker_counts.len()]; peers.len()];
     for round in 0..rounds {
-        let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        let mut order: Vec<usize> = (0..worker_counts.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
         for wi in order {
-            for p in round_order(PEERS.len(), round) {
+            for p in round_order(peers.len(), round) {
                 // `seq` ignores the worker count; it runs in both halves so
                 // each half is a whole balanced row.
                 let t = one(p, wi);
@@ -110,37 +143,51 @@ fn main() {
         }
     }
 
-    println!(
-        "\n{:<11} {:>8} {:>30} {:>8} {:>30} {:>8}",
-        "ns/task", "1 worker", "(min, q1-q3)", "2 workers", "(min, q1-q3)", "2w / 1w"
-    );
-    for (p, name) in PEERS.iter().enumerate() {
-        let s1 = Spread::of(&ns[p][0]).expect("rounds > 0");
-        let s2 = Spread::of(&ns[p][1]).expect("rounds > 0");
-        println!(
-            "{name:<11} {:>8.2} {:>30} {:>9.2} {:>30} {:>8.3}",
-            s1.median,
-            format!("({:.2}, {:.2}-{:.2})", s1.min, s1.q1, s1.q3),
-            s2.median,
-            format!("({:.2}, {:.2}-{:.2})", s2.min, s2.q1, s2.q3),
-            s2.median / s1.median
-        );
+    let mut header = format!("\n{:<11}", "ns/task");
+    for n in worker_counts {
+        header += &format!(" {:>8} {:>30}", format!("{n} worker"), "(min, q1-q3)");
     }
-    let magpie = 1;
-    for (wi, workers) in WORKER_COUNTS.iter().enumerate() {
-        for p in 2..PEERS.len() {
-            let r: Vec<f64> = ns[magpie][wi]
-                .iter()
-                .zip(&ns[p][wi])
-                .map(|(m, o)| m / o)
-                .collect();
-            let s = Spread::of(&r).expect("rounds > 0");
-            println!("{workers} worker(s): magpie / {} {s}", PEERS[p]);
+    if worker_counts.len() == 2 {
+        header += &format!(" {:>8}", "2w / 1w");
+    }
+    println!("{header}");
+    for (p, name) in peers.iter().enumerate() {
+        let mut line = format!("{name:<11}");
+        for runs in &ns[p] {
+            let s = Spread::of(runs).expect("rounds > 0");
+            line += &format!(
+                " {:>8.2} {:>30}",
+                s.median,
+                format!("({:.2}, {:.2}-{:.2})", s.min, s.q1, s.q3)
+            );
+        }
+        if let [one, two] = &ns[p][..] {
+            let (a, b) = (Spread::of(one), Spread::of(two));
+            line += &format!(
+                " {:>8.3}",
+                b.expect("rounds").median / a.expect("rounds").median
+            );
+        }
+        println!("{line}");
+    }
+    if let Some(magpie) = peers.iter().position(|p| *p == "magpie") {
+        for (wi, workers) in worker_counts.iter().enumerate() {
+            for (p, name) in peers.iter().enumerate().skip(magpie + 1) {
+                let r: Vec<f64> = ns[magpie][wi]
+                    .iter()
+                    .zip(&ns[p][wi])
+                    .map(|(m, o)| m / o)
+                    .collect();
+                let s = Spread::of(&r).expect("rounds > 0");
+                println!("{workers} worker(s): magpie / {name} {s}");
+            }
         }
     }
-    println!(
-        "yardstick: crossbeam LIFO Worker push+pop, one thread: {:.2} ns/pair",
-        crossbeam_lifo_pair_ns()
-    );
+    if peers.len() > 1 {
+        println!(
+            "yardstick: crossbeam LIFO Worker push+pop, one thread: {:.2} ns/pair",
+            crossbeam_lifo_pair_ns()
+        );
+    }
     println!("load average after: {}", loadavg());
 }

@@ -280,15 +280,15 @@ pub trait TypedPool<W: Workload>: Sized {
 }
 
 impl<T: Send + 'static> SpawnCtx<T> for CbWorkerCtx<T, TallyScratch> {
-    #[inline]
+    #[inline(always)]
     fn spawn_local(&mut self, task: T) {
         CbWorkerCtx::spawn_local(self, task);
     }
-    #[inline]
+    #[inline(always)]
     fn spawn_global(&mut self, task: T) {
         CbWorkerCtx::spawn_global(self, task);
     }
-    #[inline]
+    #[inline(always)]
     fn record(&mut self, value: u64) {
         self.scratch.record(value);
     }
@@ -338,15 +338,15 @@ impl<W: Workload> TypedPool<W> for CbSeed000Pool<W> {
 }
 
 impl<T: Send + 'static> SpawnCtx<T> for CbStrongCtx<T, TallyScratch> {
-    #[inline]
+    #[inline(always)]
     fn spawn_local(&mut self, task: T) {
         CbStrongCtx::spawn_local(self, task);
     }
-    #[inline]
+    #[inline(always)]
     fn spawn_global(&mut self, task: T) {
         CbStrongCtx::spawn_global(self, task);
     }
-    #[inline]
+    #[inline(always)]
     fn record(&mut self, value: u64) {
         self.scratch.record(value);
     }
@@ -396,17 +396,17 @@ impl<W: Workload> TypedPool<W> for CbStrongPool<W> {
 }
 
 impl<T: Send + 'static> SpawnCtx<T> for magpie_runtime::WorkerCtx<T, TallyScratch> {
-    #[inline]
+    #[inline(always)]
     fn spawn_local(&mut self, task: T) {
         magpie_runtime::WorkerCtx::spawn_local(self, task)
     }
 
-    #[inline]
+    #[inline(always)]
     fn spawn_global(&mut self, task: T) {
         magpie_runtime::WorkerCtx::spawn_global(self, task)
     }
 
-    #[inline]
+    #[inline(always)]
     fn record(&mut self, value: u64) {
         self.scratch.record(value)
     }
