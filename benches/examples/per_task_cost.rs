@@ -28,7 +28,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use magpie_benches::proc_stats::loadavg;
+use magpie_benches::proc_stats::{cpu_time_stat, loadavg};
 use magpie_benches::report::{balanced_rounds_at_least, round_order, Spread};
 use magpie_benches::typed::{
     time_sequential, time_tree, BinaryTree, CbSeed000Pool, CbStrongPool, MagpiePool, RayonPeer,
@@ -128,6 +128,12 @@ fn main() {
     }
     // ns[peer][workers index] = one entry per round.
     let mut ns = vec![vec![Vec::with_capacity(rounds); worker_counts.len()]; peers.len()];
+    // CPU time (all threads, /proc/self/stat) summed over the rounds: on a
+    // loaded machine the wall clock counts time a worker sat descheduled,
+    // the CPU time does not (10 ms resolution per read, so only the sum over
+    // many rounds is meaningful).
+    let mut cpu = vec![vec![Duration::ZERO; worker_counts.len()]; peers.len()];
+    let cpu_now = || cpu_time_stat().expect("/proc/self/stat");
     for round in 0..rounds {
         let mut order: Vec<usize> = (0..worker_counts.len()).collect();
         if round % 2 == 1 {
@@ -137,7 +143,9 @@ fn main() {
             for p in round_order(peers.len(), round) {
                 // `seq` ignores the worker count; it runs in both halves so
                 // each half is a whole balanced row.
+                let c0 = cpu_now();
                 let t = one(p, wi);
+                cpu[p][wi] += cpu_now().saturating_sub(c0);
                 ns[p][wi].push(t.as_secs_f64() * 1e9 / tasks);
             }
         }
@@ -169,6 +177,16 @@ fn main() {
             );
         }
         println!("{line}");
+    }
+    for (p, name) in peers.iter().enumerate() {
+        let per_task: Vec<String> = cpu[p]
+            .iter()
+            .map(|c| format!("{:.2}", c.as_secs_f64() * 1e9 / (tasks * rounds as f64)))
+            .collect();
+        println!(
+            "CPU ns/task (all threads, summed over the rounds, incl. pool start/stop) {name:<11} {}",
+            per_task.join(" | ")
+        );
     }
     if let Some(magpie) = peers.iter().position(|p| *p == "magpie") {
         for (wi, workers) in worker_counts.iter().enumerate() {
