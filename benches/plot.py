@@ -8,7 +8,8 @@ docs/benchmarks.md).
     python3 benches/plot.py
 
 Each figure shows, per workload, every peer's median time divided by the
-reference peer's (crossbeam design for typed, tokio for async), with the
+reference peer's (the seed-000 crossbeam design, cb_seed000, for typed;
+tokio for async), with the
 issue's target drawn as a dashed line. Lower is better.
 """
 
@@ -30,8 +31,8 @@ OUT = os.path.join(ROOT, "docs", "img")
 FIGURES = [
     (
         "typed.csv",
-        "Typed executor, 2 workers: time / crossbeam design (lower is better)",
-        "cb",
+        "Typed executor, 2 workers: time / the seed-000 crossbeam design (lower is better)",
+        "cb_seed000",
         {"tree_d20_empty": 0.33, "inject_1m_batch1024": 0.5},
     ),
     (

@@ -1,7 +1,10 @@
 //! Typed-executor benchmarks: spawn trees, UTS and external inject, run by
 //! every peer in the same group (2 workers each). After criterion's output
 //! the bench prints a summary of medians: ns/task, the ratio to the seed-000
-//! crossbeam design, and the speedup over the sequential loop.
+//! crossbeam design (`cb_seed000`), and the speedup over the sequential loop;
+//! then the headline ratios with their spread over the alternating rounds:
+//! magpie against the strong crossbeam peer (`cb_strong`), `rayon::join` and
+//! the seed-000 design, and each parallel peer's speedup.
 //!
 //! ```text
 //! cargo bench -p magpie-benches --bench typed
@@ -13,13 +16,15 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use magpie_benches::proc_stats::loadavg;
 use magpie_benches::report::{
-    alternate, balanced_rounds_at_least, csv, save_results, selected, summary, GroupSpec, Recorder,
+    alternate, balanced_rounds_at_least, csv, ratio_spreads, save_results, selected, summary,
+    GroupSpec, Recorder,
 };
 use magpie_benches::tally::Tally;
 use magpie_benches::typed::{
     run_sequential, time_inject_batched, time_inject_single, time_sequential, time_tree,
-    BinaryTree, CbPool, MagpiePool, MagpieRingPool, MagpieStealableLifoPool, RayonPeer, Sink,
-    TokioTreePeer, Uts, INJECT_BATCH, INJECT_TASKS, TREE_EMPTY_DEPTH, TREE_WORK_DEPTH, WORKERS,
+    BinaryTree, CbSeed000Pool, CbStrongPool, MagpiePool, MagpieRingPool, MagpieStealableLifoPool,
+    RayonPeer, Sink, TokioTreePeer, Uts, INJECT_BATCH, INJECT_TASKS, TREE_EMPTY_DEPTH,
+    TREE_WORK_DEPTH, WORKERS,
 };
 use magpie_benches::work::calibration;
 
@@ -142,8 +147,12 @@ fn tree_peers<W: magpie_benches::typed::Workload>(
         peers.push(("seq", Box::new(move || time_sequential(w, roots))));
     }
     peers.push((
-        "cb",
-        Box::new(move || time_tree::<CbPool<W>, W>(WORKERS, w, roots)),
+        "cb_seed000",
+        Box::new(move || time_tree::<CbSeed000Pool<W>, W>(WORKERS, w, roots)),
+    ));
+    peers.push((
+        "cb_strong",
+        Box::new(move || time_tree::<CbStrongPool<W>, W>(WORKERS, w, roots)),
     ));
     peers.push((
         "magpie",
@@ -206,8 +215,12 @@ fn main() {
         ALT_ROUNDS,
         vec![
             (
-                "cb",
-                Box::new(|| time_inject_single::<CbPool<Sink>>(WORKERS, INJECT_TASKS)),
+                "cb_seed000",
+                Box::new(|| time_inject_single::<CbSeed000Pool<Sink>>(WORKERS, INJECT_TASKS)),
+            ),
+            (
+                "cb_strong",
+                Box::new(|| time_inject_single::<CbStrongPool<Sink>>(WORKERS, INJECT_TASKS)),
             ),
             (
                 "magpie",
@@ -226,9 +239,15 @@ fn main() {
         ALT_ROUNDS,
         vec![
             (
-                "cb",
+                "cb_seed000",
                 Box::new(|| {
-                    time_inject_batched::<CbPool<Sink>>(WORKERS, INJECT_TASKS, INJECT_BATCH)
+                    time_inject_batched::<CbSeed000Pool<Sink>>(WORKERS, INJECT_TASKS, INJECT_BATCH)
+                }),
+            ),
+            (
+                "cb_strong",
+                Box::new(|| {
+                    time_inject_batched::<CbStrongPool<Sink>>(WORKERS, INJECT_TASKS, INJECT_BATCH)
                 }),
             ),
             (
@@ -251,7 +270,7 @@ fn main() {
         name,
         tasks,
         samples: SAMPLES,
-        ratio_to: Some("cb"),
+        ratio_to: Some("cb_seed000"),
         speedup_over: speedup.then_some("seq"),
     };
     println!("\n== typed summary: medians of the measured samples, {WORKERS} workers ==");
@@ -293,6 +312,25 @@ fn main() {
         "-- alternating (at least {ALT_ROUNDS} rounds, whole balanced designs; every peer once per round)"
     );
     print!("{}", summary(&ALT, &alt_specs));
+    println!(
+        "-- headline: per-round ratios of the alternating pass (time / time; speedup = seq / peer)"
+    );
+    for s in &specs {
+        print!(
+            "{}",
+            ratio_spreads(
+                &ALT,
+                s.name,
+                "magpie",
+                &["cb_strong", "rayon_join", "cb_seed000"]
+            )
+        );
+        if s.speedup_over.is_some() {
+            for p in ["magpie", "cb_strong", "rayon_join", "cb_seed000"] {
+                print!("{}", ratio_spreads(&ALT, s.name, "seq", &[p]));
+            }
+        }
+    }
     if let Some(path) = save_results("typed.csv", &csv(&ALT, "typed", &alt_specs)) {
         println!("wrote {}", path.display());
     }

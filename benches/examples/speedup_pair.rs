@@ -1,5 +1,6 @@
-//! The two work-bearing trees of the typed bench with only three peers in
-//! the alternation: the sequential loop, magpie and `rayon::join`. A probe
+//! The two work-bearing trees of the typed bench with only four peers in
+//! the alternation: the sequential loop, magpie, `rayon::join` and the
+//! strong crossbeam peer (`cb_strong`). A probe
 //! for the speedup target (docs/benchmarks.md): whether the gap between
 //! magpie and `rayon::join` seen in the full bench, where five other peers
 //! share the rounds, is still there when nothing else runs in between.
@@ -10,15 +11,16 @@
 //! ceiling's, round by round.
 //!
 //! `cargo run --release -p magpie-benches --example speedup_pair`
-//! (env `ROUNDS`, default 16, rounded up to whole balanced designs of four:
-//! the ceiling, the sequential loop, magpie and `rayon::join` run in
-//! `report::round_order`'s order).
+//! (env `ROUNDS`, default 16, rounded up to whole balanced designs of five:
+//! the ceiling, the sequential loop, magpie, `rayon::join` and `cb_strong`
+//! run in `report::round_order`'s order).
 
 use std::time::Duration;
 
 use magpie_benches::report::{balanced_rounds_at_least, median_of, round_order};
 use magpie_benches::typed::{
-    time_sequential, time_tree, BinaryTree, MagpiePool, RayonPeer, Uts, Workload, TREE_WORK_DEPTH,
+    time_sequential, time_tree, BinaryTree, CbStrongPool, MagpiePool, RayonPeer, Uts, Workload,
+    TREE_WORK_DEPTH,
 };
 use magpie_benches::work::{calibration, ceiling_pair};
 
@@ -33,10 +35,11 @@ fn probe<W: Workload>(name: &str, w: &W, root: W::Task, rounds: usize, rayon: &R
     let (_, expected) = time_sequential(w, &roots);
     let iters = calibration().iters_per_task;
     let (mut seq, mut magpie, mut join, mut ceiling) = (vec![], vec![], vec![], vec![]);
+    let mut strong = vec![];
     for round in 0..rounds {
-        // The four in `report::round_order`'s balanced order: each runs right
+        // The five in `report::round_order`'s balanced order: each runs right
         // after each of the others equally often over a design.
-        for k in round_order(4, round) {
+        for k in round_order(5, round) {
             match k {
                 0 => {
                     let (one, two) = ceiling_pair(expected.count, iters, |_| {});
@@ -52,23 +55,28 @@ fn probe<W: Workload>(name: &str, w: &W, root: W::Task, rounds: usize, rayon: &R
                     assert_eq!(tally, expected);
                     magpie.push(ms(t));
                 }
-                _ => {
+                3 => {
                     let (t, tally) = rayon.join_tree(w, &roots);
                     assert_eq!(tally, expected);
                     join.push(ms(t));
+                }
+                _ => {
+                    let (t, tally) = time_tree::<CbStrongPool<W>, W>(2, w, &roots);
+                    assert_eq!(tally, expected);
+                    strong.push(ms(t));
                 }
             }
         }
     }
     let per_round =
         |peer: &[f64]| -> Vec<f64> { seq.iter().zip(peer).map(|(s, p)| s / p).collect() };
-    let (m, j) = (per_round(&magpie), per_round(&join));
+    let (m, j, c) = (per_round(&magpie), per_round(&join), per_round(&strong));
     let over_ceiling =
         |s: &[f64]| -> Vec<f64> { s.iter().zip(&ceiling).map(|(a, c)| a / c).collect() };
     println!(
         "{name}: median ms seq {:.2}, magpie {:.2}, rayon_join {:.2}; speedup (median of rounds) \
          ceiling {:.3}, magpie {:.3}, rayon_join {:.3}; over the ceiling magpie {:.3}, rayon_join {:.3}; \
-         magpie/rayon_join time {:.3}",
+         magpie/rayon_join time {:.3}; cb_strong: median ms {:.2}, speedup {:.3}, magpie/cb_strong time {:.3}",
         median(seq.clone()),
         median(magpie.clone()),
         median(join.clone()),
@@ -78,6 +86,9 @@ fn probe<W: Workload>(name: &str, w: &W, root: W::Task, rounds: usize, rayon: &R
         median(over_ceiling(&m)),
         median(over_ceiling(&j)),
         median(magpie.iter().zip(&join).map(|(a, b)| a / b).collect::<Vec<_>>()),
+        median(strong.clone()),
+        median(c),
+        median(magpie.iter().zip(&strong).map(|(a, b)| a / b).collect::<Vec<_>>()),
     );
 }
 
@@ -86,7 +97,7 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(16);
-    let rounds = balanced_rounds_at_least(4, rounds);
+    let rounds = balanced_rounds_at_least(5, rounds);
     let cal = calibration();
     let rayon = RayonPeer::new(2);
     let tree = BinaryTree {

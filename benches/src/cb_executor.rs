@@ -1,7 +1,9 @@
-//! Seed 000's typed executor, built the way its authors built it: on
-//! `crossbeam-deque`, with one shared state word. This is the peer magpie's
-//! `Executor<T>` is measured against; it must stay faithful, bottleneck
-//! included, or the comparison means nothing.
+//! The seed-000 crossbeam design (reported as `cb_seed000`): seed 000's
+//! typed executor, built the way its authors built it, on `crossbeam-deque`,
+//! with one shared state word. It is the peer issue 3's targets for magpie's
+//! `Executor<T>` are set against; it must stay faithful, bottleneck
+//! included, or the comparison means nothing. For a crossbeam-deque executor
+//! without that bottleneck, see [`crate::cb_strong`].
 //!
 //! # Shape
 //!

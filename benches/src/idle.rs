@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::async_workloads::{AsyncRuntime, Countdown};
 use crate::cb_executor::{CbConfig, CbExecutor, CbWorkerCtx};
+use crate::cb_strong::{CbStrongConfig, CbStrongCtx, CbStrongExecutor};
 use crate::proc_stats::{cpu_time_schedstat, cpu_time_stat};
 
 /// Tasks in the warm-up burst.
@@ -61,6 +62,25 @@ pub fn idle_cb(workers: usize, window: Duration) -> io::Result<IdleCpu> {
         CbConfig::with_workers(workers),
         |_| (),
         move |_: u32, _: &mut CbWorkerCtx<u32, ()>| d.count_down(),
+    );
+    ex.spawn_external_batch((0..BURST as u32).collect())
+        .expect("executor is open");
+    done.wait();
+    thread::sleep(SETTLE);
+    let idle = measure_window(window);
+    ex.join();
+    idle
+}
+
+/// The strong crossbeam-deque peer with `workers` workers, idle after a
+/// burst.
+pub fn idle_cb_strong(workers: usize, window: Duration) -> io::Result<IdleCpu> {
+    let done = Countdown::new(BURST);
+    let d = done.clone();
+    let ex = CbStrongExecutor::new(
+        CbStrongConfig::with_workers(workers),
+        |_| (),
+        move |_: u32, _: &mut CbStrongCtx<u32, ()>| d.count_down(),
     );
     ex.spawn_external_batch((0..BURST as u32).collect())
         .expect("executor is open");

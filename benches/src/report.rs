@@ -87,6 +87,86 @@ pub fn median_of(xs: &mut [f64]) -> Option<f64> {
     })
 }
 
+/// The spread of a set of per-round ratios: minimum, quartiles, maximum.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    /// Number of rounds.
+    pub n: usize,
+    /// Smallest ratio.
+    pub min: f64,
+    /// First quartile.
+    pub q1: f64,
+    /// Median.
+    pub median: f64,
+    /// Third quartile.
+    pub q3: f64,
+    /// Largest ratio.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `xs` (quartiles by linear interpolation between the
+    /// sorted values), or `None` when empty.
+    pub fn of(xs: &[f64]) -> Option<Spread> {
+        if xs.is_empty() {
+            return None;
+        }
+        let mut v = xs.to_vec();
+        v.sort_by(f64::total_cmp);
+        let q = |p: f64| {
+            let pos = p * (v.len() - 1) as f64;
+            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+            v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+        };
+        Some(Spread {
+            n: v.len(),
+            min: v[0],
+            q1: q(0.25),
+            median: q(0.5),
+            q3: q(0.75),
+            max: v[v.len() - 1],
+        })
+    }
+}
+
+impl std::fmt::Display for Spread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "median {:.3} (min {:.3}, q1 {:.3}, q3 {:.3}, max {:.3}; {} rounds)",
+            self.median, self.min, self.q1, self.q3, self.max, self.n
+        )
+    }
+}
+
+/// Per-round ratios `a / b` in `group`: the `k`-th timed run of `a` divided
+/// by the `k`-th timed run of `b`. In [`alternate`]'s records every peer runs
+/// once per round, so these pair runs of the same round.
+pub fn round_ratios(rec: &Recorder, group: &str, a: &str, b: &str) -> Vec<f64> {
+    let entries = rec.entries.lock().unwrap_or_else(|e| e.into_inner());
+    let runs = |peer: &str| -> Vec<f64> {
+        entries
+            .iter()
+            .filter(|e| e.group == group && e.peer == peer && e.iters > 0)
+            .map(|e| e.total.as_secs_f64() / e.iters as f64)
+            .collect()
+    };
+    let (xa, xb) = (runs(a), runs(b));
+    xa.iter().zip(&xb).map(|(x, y)| x / y).collect()
+}
+
+/// One line per peer in `against`: the spread of `subject`'s per-round
+/// ratio to it in `group` (lines for peers that did not run are left out).
+pub fn ratio_spreads(rec: &Recorder, group: &str, subject: &str, against: &[&str]) -> String {
+    let mut out = String::new();
+    for peer in against {
+        if let Some(s) = Spread::of(&round_ratios(rec, group, subject, peer)) {
+            out.push_str(&format!("  {group}: {subject} / {peer} {s}\n"));
+        }
+    }
+    out
+}
+
 /// How to summarise one benchmark group.
 #[derive(Clone, Copy, Debug)]
 pub struct GroupSpec {
@@ -96,7 +176,7 @@ pub struct GroupSpec {
     pub tasks: u64,
     /// Samples per benchmark in this group (criterion's `sample_size`).
     pub samples: usize,
-    /// Peer every other peer's time is divided by (`0.42x cb`).
+    /// Peer every other peer's time is divided by (`0.42x cb_seed000`).
     pub ratio_to: Option<&'static str>,
     /// Peer whose time is divided by every other peer's (`speedup 1.93`).
     pub speedup_over: Option<&'static str>,
@@ -323,6 +403,26 @@ mod tests {
     }
 
     #[test]
+    fn round_ratios_pair_runs_of_the_same_round() {
+        let rec = Recorder::new();
+        rec.record("g", "a", 0, Duration::ZERO);
+        rec.record("g", "b", 0, Duration::ZERO);
+        for (a, b) in [(10u64, 20u64), (30, 10), (5, 5)] {
+            rec.record("g", "a", 1, Duration::from_millis(a));
+            rec.record("g", "b", 1, Duration::from_millis(b));
+        }
+        let r = round_ratios(&rec, "g", "a", "b");
+        assert_eq!(r.len(), 3);
+        assert!((r[0] - 0.5).abs() < 1e-9 && (r[1] - 3.0).abs() < 1e-9);
+        let s = Spread::of(&r).unwrap();
+        assert_eq!((s.n, s.median), (3, 1.0));
+        assert!((s.min - 0.5).abs() < 1e-9 && (s.max - 3.0).abs() < 1e-9);
+        assert!((s.q1 - 0.75).abs() < 1e-9 && (s.q3 - 2.0).abs() < 1e-9);
+        assert!(ratio_spreads(&rec, "g", "a", &["b", "c"]).contains("a / b median 1.000"));
+        assert_eq!(Spread::of(&[]), None);
+    }
+
+    #[test]
     fn median_of_even_count_averages_the_middle_pair() {
         assert_eq!(median_of(&mut [4.0, 1.0, 3.0, 2.0]), Some(2.5));
         assert_eq!(median_of(&mut []), None);
@@ -332,19 +432,19 @@ mod tests {
     fn summary_reports_ratios_and_speedups() {
         let rec = Recorder::new();
         rec.record("work", "seq", 1, Duration::from_millis(100));
-        rec.record("work", "cb", 1, Duration::from_millis(50));
+        rec.record("work", "cb_seed000", 1, Duration::from_millis(50));
         let s = summary(
             &rec,
             &[GroupSpec {
                 name: "work",
                 tasks: 1000,
                 samples: 1,
-                ratio_to: Some("cb"),
+                ratio_to: Some("cb_seed000"),
                 speedup_over: Some("seq"),
             }],
         );
         assert!(s.contains("speedup 2.000 over seq"), "{s}");
-        assert!(s.contains("2.000x cb"), "{s}");
+        assert!(s.contains("2.000x cb_seed000"), "{s}");
         assert!(s.contains("50000.00 ns/task"), "{s}");
     }
     #[test]

@@ -7,18 +7,19 @@
 //! | peer | context | how completion is known |
 //! | --- | --- | --- |
 //! | sequential baseline | [`SeqCtx`]: a `Vec` stack | the stack is empty |
-//! | seed-000 executor ([`CbPool`]) | `CbWorkerCtx<T, TallyScratch>` | `join` (in-flight count reaches 0) |
-//! | magpie `Executor` (later) | `WorkerCtx<T, TallyScratch>` | `join` |
+//! | the seed-000 crossbeam design ([`CbSeed000Pool`], `cb_seed000`) | `CbWorkerCtx<T, TallyScratch>` | `join` (the shared in-flight count reaches 0) |
+//! | the strong crossbeam peer ([`CbStrongPool`], `cb_strong`) | `CbStrongCtx<T, TallyScratch>` | `join` (per-worker counts summed when a worker goes idle) |
+//! | magpie `Executor` ([`MagpiePool`]) | `WorkerCtx<T, TallyScratch>` | `join` |
 //! | rayon `scope` + `spawn` ([`RayonPeer::scope_tree`]) | `Scope` | the scope returns |
 //! | `rayon::join` recursion ([`RayonPeer::join_tree`]) | children collected, then joined pairwise | the recursion returns |
 //! | tokio `spawn` ([`TokioTreePeer::spawn_tree`]) | `tokio::spawn` | the runtime's alive-task count reaches 0 |
 //!
 //! Executors of seed 000's shape (spawn from outside, join) implement
 //! [`TypedPool`]; the generic drivers [`time_tree`], [`time_inject_single`]
-//! and [`time_inject_batched`] run any of them. Plugging magpie in is an
-//! implementation of [`SpawnCtx`] for its `WorkerCtx` and of [`TypedPool`]
-//! for a wrapper around its `Executor`, line for line like [`CbPool`] (see
-//! `docs/parts/bench-peers.md`).
+//! and [`time_inject_batched`] run any of them: [`MagpiePool`],
+//! [`CbStrongPool`] and [`CbSeed000Pool`] are each an implementation of
+//! [`SpawnCtx`] for the executor's worker context and of [`TypedPool`] for a
+//! wrapper around the executor.
 //!
 //! Timing always starts with the pool's threads already up and idle, and
 //! stops when every task has run; building and dropping the pool is outside
@@ -30,6 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cb_executor::{CbConfig, CbExecutor, CbWorkerCtx};
+use crate::cb_strong::{CbStrongConfig, CbStrongCtx, CbStrongExecutor};
 use crate::tally::{record_on_this_thread, Tally, TallyScratch, TallySink, ThreadTallies};
 use crate::work::spin_work;
 
@@ -278,34 +280,37 @@ pub trait TypedPool<W: Workload>: Sized {
 }
 
 impl<T: Send + 'static> SpawnCtx<T> for CbWorkerCtx<T, TallyScratch> {
-    #[inline]
+    #[inline(always)]
     fn spawn_local(&mut self, task: T) {
         CbWorkerCtx::spawn_local(self, task);
     }
-    #[inline]
+    #[inline(always)]
     fn spawn_global(&mut self, task: T) {
         CbWorkerCtx::spawn_global(self, task);
     }
-    #[inline]
+    #[inline(always)]
     fn record(&mut self, value: u64) {
         self.scratch.record(value);
     }
 }
 
-/// The seed-000 crossbeam executor as a [`TypedPool`].
-pub struct CbPool<W: Workload> {
+/// The seed-000 crossbeam design (one shared in-flight counter per task) as a
+/// [`TypedPool`], reported as `cb_seed000`.
+pub struct CbSeed000Pool<W: Workload> {
     ex: CbExecutor<W::Task>,
     sink: Arc<TallySink>,
 }
 
-impl<W: Workload> fmt::Debug for CbPool<W> {
+impl<W: Workload> fmt::Debug for CbSeed000Pool<W> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CbPool").field("ex", &self.ex).finish()
+        f.debug_struct("CbSeed000Pool")
+            .field("ex", &self.ex)
+            .finish()
     }
 }
 
-impl<W: Workload> TypedPool<W> for CbPool<W> {
-    const NAME: &'static str = "cb";
+impl<W: Workload> TypedPool<W> for CbSeed000Pool<W> {
+    const NAME: &'static str = "cb_seed000";
 
     fn start(workers: usize, workload: W) -> Self {
         let sink = TallySink::new();
@@ -332,18 +337,76 @@ impl<W: Workload> TypedPool<W> for CbPool<W> {
     }
 }
 
+impl<T: Send + 'static> SpawnCtx<T> for CbStrongCtx<T, TallyScratch> {
+    #[inline(always)]
+    fn spawn_local(&mut self, task: T) {
+        CbStrongCtx::spawn_local(self, task);
+    }
+    #[inline(always)]
+    fn spawn_global(&mut self, task: T) {
+        CbStrongCtx::spawn_global(self, task);
+    }
+    #[inline(always)]
+    fn record(&mut self, value: u64) {
+        self.scratch.record(value);
+    }
+}
+
+/// The strong crossbeam-deque peer ([`crate::cb_strong`]) as a
+/// [`TypedPool`], reported as `cb_strong`.
+pub struct CbStrongPool<W: Workload> {
+    ex: CbStrongExecutor<W::Task>,
+    sink: Arc<TallySink>,
+}
+
+impl<W: Workload> fmt::Debug for CbStrongPool<W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CbStrongPool")
+            .field("ex", &self.ex)
+            .finish()
+    }
+}
+
+impl<W: Workload> TypedPool<W> for CbStrongPool<W> {
+    const NAME: &'static str = "cb_strong";
+
+    fn start(workers: usize, workload: W) -> Self {
+        let sink = TallySink::new();
+        let for_workers = sink.clone();
+        let ex = CbStrongExecutor::new(
+            CbStrongConfig::with_workers(workers),
+            move |_| TallyScratch::new(for_workers.clone()),
+            move |t: W::Task, ctx: &mut CbStrongCtx<W::Task, TallyScratch>| workload.run(t, ctx),
+        );
+        Self { ex, sink }
+    }
+
+    fn inject(&self, task: W::Task) -> Result<(), W::Task> {
+        self.ex.spawn_external(task)
+    }
+
+    fn inject_batch(&self, tasks: Vec<W::Task>) -> Result<(), Vec<W::Task>> {
+        self.ex.spawn_external_batch(tasks)
+    }
+
+    fn join(self) -> Tally {
+        self.ex.join();
+        self.sink.total()
+    }
+}
+
 impl<T: Send + 'static> SpawnCtx<T> for magpie_runtime::WorkerCtx<T, TallyScratch> {
-    #[inline]
+    #[inline(always)]
     fn spawn_local(&mut self, task: T) {
         magpie_runtime::WorkerCtx::spawn_local(self, task)
     }
 
-    #[inline]
+    #[inline(always)]
     fn spawn_global(&mut self, task: T) {
         magpie_runtime::WorkerCtx::spawn_global(self, task)
     }
 
-    #[inline]
+    #[inline(always)]
     fn record(&mut self, value: u64) {
         self.scratch.record(value)
     }
@@ -756,24 +819,43 @@ mod tests {
     }
 
     #[test]
-    fn cb_pool_runs_each_tree_task_once() {
+    fn cb_strong_pool_runs_each_task_once_on_trees_and_injects() {
         let t = BinaryTree {
             depth: DEPTH,
             work_iters: 0,
         };
-        let (_, tally) = time_tree::<CbPool<BinaryTree>, _>(WORKERS, &t, &[BinaryTree::ROOT]);
+        let (_, tally) = time_tree::<CbStrongPool<BinaryTree>, _>(WORKERS, &t, &[BinaryTree::ROOT]);
         assert_eq!(tally, t.expected());
         let u = small_uts();
-        let (_, tally) = time_tree::<CbPool<Uts>, _>(WORKERS, &u, &[u.root()]);
+        let (_, tally) = time_tree::<CbStrongPool<Uts>, _>(WORKERS, &u, &[u.root()]);
+        assert_eq!(tally, run_sequential(&u, &[u.root()]));
+        const N: u64 = if cfg!(miri) { 200 } else { 20_000 };
+        let (_, single) = time_inject_single::<CbStrongPool<Sink>>(WORKERS, N);
+        assert_eq!(single, Tally::of_range(N));
+        let (_, batched) = time_inject_batched::<CbStrongPool<Sink>>(WORKERS, N, 64);
+        assert_eq!(batched, Tally::of_range(N));
+    }
+
+    #[test]
+    fn cb_seed000_pool_runs_each_tree_task_once() {
+        let t = BinaryTree {
+            depth: DEPTH,
+            work_iters: 0,
+        };
+        let (_, tally) =
+            time_tree::<CbSeed000Pool<BinaryTree>, _>(WORKERS, &t, &[BinaryTree::ROOT]);
+        assert_eq!(tally, t.expected());
+        let u = small_uts();
+        let (_, tally) = time_tree::<CbSeed000Pool<Uts>, _>(WORKERS, &u, &[u.root()]);
         assert_eq!(tally, run_sequential(&u, &[u.root()]));
     }
 
     #[test]
-    fn cb_pool_inject_paths_run_each_task_once() {
+    fn cb_seed000_pool_inject_paths_run_each_task_once() {
         const N: u64 = if cfg!(miri) { 200 } else { 20_000 };
-        let (_, single) = time_inject_single::<CbPool<Sink>>(WORKERS, N);
+        let (_, single) = time_inject_single::<CbSeed000Pool<Sink>>(WORKERS, N);
         assert_eq!(single, Tally::of_range(N));
-        let (_, batched) = time_inject_batched::<CbPool<Sink>>(WORKERS, N, 64);
+        let (_, batched) = time_inject_batched::<CbSeed000Pool<Sink>>(WORKERS, N, 64);
         assert_eq!(batched, Tally::of_range(N));
     }
 

@@ -3,7 +3,7 @@
 //! while nothing is submitted.
 //!
 //! ```text
-//! cargo run --release -p magpie-benches --bin idle_cpu -- --executor cb [--secs 1]
+//! cargo run --release -p magpie-benches --bin idle_cpu -- --executor cb_seed000 [--secs 1]
 //! ```
 #![forbid(unsafe_code)]
 
@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use magpie_benches::async_workloads::{MagpieRt, TokioRt};
-use magpie_benches::idle::{idle_async, idle_cb, idle_magpie};
+use magpie_benches::idle::{idle_async, idle_cb, idle_cb_strong, idle_magpie};
 
 const WORKERS: usize = 2;
 
@@ -30,19 +30,22 @@ fn main() -> ExitCode {
                 }
             },
             _ => {
-                eprintln!("usage: idle_cpu --executor cb|tokio|magpie|magpie-rt [--secs N]");
+                eprintln!("usage: idle_cpu --executor cb_seed000|cb_strong|tokio|magpie|magpie-rt [--secs N]");
                 return ExitCode::from(2);
             }
         }
     }
     let window = Duration::from_secs_f64(secs);
     let result = match executor.as_deref() {
-        Some("cb") => idle_cb(WORKERS, window),
+        Some("cb_seed000") => idle_cb(WORKERS, window),
+        Some("cb_strong") => idle_cb_strong(WORKERS, window),
         Some("tokio") => idle_async::<TokioRt>(WORKERS, window),
         Some("magpie") => idle_magpie(WORKERS, window),
         Some("magpie-rt") => idle_async::<MagpieRt>(WORKERS, window),
         _ => {
-            eprintln!("usage: idle_cpu --executor cb|tokio|magpie|magpie-rt [--secs N]");
+            eprintln!(
+                "usage: idle_cpu --executor cb_seed000|cb_strong|tokio|magpie|magpie-rt [--secs N]"
+            );
             return ExitCode::from(2);
         }
     };
