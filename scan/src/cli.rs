@@ -115,6 +115,10 @@ pub struct Config {
     pub redact_percent: Option<u8>,
     /// The exit code when findings are reported (`--exit-code`, default 1).
     pub exit_code: u8,
+    /// An ignore file in `.gitleaksignore` format (`--gitleaks-ignore-path`).
+    pub ignore_file: Option<PathBuf>,
+    /// Do not read `.gitleaksignore` at the scan root.
+    pub no_ignore_file: bool,
     /// `--docs TOPIC`: print that manual page instead of scanning.
     pub docs: Option<DocTopic>,
     /// Show the scheduler and pipeline counters in the summary.
@@ -443,6 +447,26 @@ struct Cli {
     )]
     baseline: Option<PathBuf>,
 
+    /// Also leave out findings listed in FILE (.gitleaksignore format).
+    #[arg(
+        short = 'i',
+        long = "gitleaks-ignore-path",
+        visible_alias = "ignore-file",
+        value_name = "FILE",
+        value_parser = clap::value_parser!(PathBuf),
+        long_help = wrap("Leave out findings listed in FILE, in gitleaks' .gitleaksignore \
+                     format: one path:rule:line per line (the path as the report shows it), \
+                     or a magpie fingerprint; # starts a comment. A .gitleaksignore at the \
+                     root of a scanned directory is read anyway (--no-gitleaksignore turns \
+                     that off). A FILE that cannot be read stops the scan with exit code 2. \
+                     A line carrying gitleaks:allow or magpie:allow is never reported.")
+    )]
+    gitleaks_ignore_path: Option<PathBuf>,
+
+    /// Do not read .gitleaksignore at the scan root.
+    #[arg(long = "no-gitleaksignore")]
+    no_gitleaksignore: bool,
+
     /// Hide most of each secret (or PERCENT of it).
     #[arg(
         long,
@@ -573,6 +597,8 @@ impl Cli {
             redact_percent: self.redact.flatten(),
             exit_code: self.exit_code,
             docs: self.docs,
+            ignore_file: self.gitleaks_ignore_path,
+            no_ignore_file: self.no_gitleaksignore,
             metrics: self.metrics,
             trace: self.trace,
             progress: !self.no_progress,

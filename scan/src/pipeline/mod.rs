@@ -84,6 +84,9 @@ pub(crate) struct Counters {
     pub(crate) scan_count: u64,
     pub(crate) bytes_scanned: u64,
     pub(crate) raw_findings: u64,
+    /// Matches left out because their line carries `gitleaks:allow` or
+    /// `magpie:allow`.
+    pub(crate) inline_allowed: u64,
     /// Objects counted as skipped when they were discovered (they never
     /// took a frontier place), by label index.
     pub(crate) skipped_at_discovery: [u64; SKIP_LABELS],
@@ -102,9 +105,11 @@ impl Counters {
             scan_count,
             bytes_scanned,
             raw_findings,
+            inline_allowed,
             skipped_at_discovery,
             excluded,
         } = o;
+        self.inline_allowed += inline_allowed;
         self.excluded.add(excluded);
         self.enumerate_count += enumerate_count;
         self.enumerate_backpressure += enumerate_backpressure;

@@ -443,6 +443,8 @@ fn summary(
         excluded: c.excluded,
         respect_gitignore: config.respect_ignore_files,
         skip_hint: false,
+        inline_allowed: c.inline_allowed,
+        ignore_file_suppressed: 0,
         files_scanned: acc.scanned,
         bytes_scanned: c.bytes_scanned,
         skipped,

@@ -22,6 +22,7 @@
 pub mod baseline;
 pub mod error;
 pub mod finding;
+pub mod ignorefile;
 pub mod json;
 pub mod jsonl;
 pub mod path;
@@ -40,6 +41,7 @@ pub use error::{
     EXIT_ERROR, EXIT_FINDINGS,
 };
 pub use finding::{finalize, fingerprint, redact, redact_percent, Finding};
+pub use ignorefile::IgnoreFile;
 pub use path::ObjPath;
 pub use progress::{Progress, ProgressDisplay, ProgressSnapshot};
 pub use summary::Summary;
@@ -143,6 +145,7 @@ pub struct Reporter {
     verbose: bool,
     fail_on_skip: bool,
     findings_exit: u8,
+    ignore: IgnoreFile,
 }
 
 impl std::fmt::Debug for Reporter {
@@ -161,6 +164,16 @@ impl Reporter {
     /// `--output`), so that both fail before the scan starts.
     pub fn from_config(cfg: &Config) -> Result<Self, ScanError> {
         let baseline = cfg.baseline.as_deref().map(Baseline::load).transpose()?;
+        let mut ignore = IgnoreFile::default();
+        if !cfg.no_ignore_file {
+            for root in cfg.paths.iter().filter(|p| p.is_dir()) {
+                let implicit = root.join(ignorefile::IGNORE_FILE_NAME);
+                ignore.extend(IgnoreFile::load(&implicit, true).map_err(ScanError::Usage)?);
+            }
+        }
+        if let Some(path) = &cfg.ignore_file {
+            ignore.extend(IgnoreFile::load(path, false).map_err(ScanError::Usage)?);
+        }
         let no_color = std::env::var_os("NO_COLOR");
         let (out, out_name, is_tty): (Box<dyn Write + Send>, String, bool) = match &cfg.output {
             Some(path) => {
@@ -201,6 +214,7 @@ impl Reporter {
             verbose: cfg.verbose,
             fail_on_skip: cfg.fail_on_skip,
             findings_exit: cfg.exit_code,
+            ignore,
         })
     }
 
@@ -222,6 +236,7 @@ impl Reporter {
             verbose: false,
             fail_on_skip: false,
             findings_exit: EXIT_FINDINGS,
+            ignore: IgnoreFile::default(),
         }
     }
 
@@ -244,6 +259,7 @@ impl Reporter {
             Some(b) => b.filter(&mut findings),
             None => 0,
         };
+        summary.ignore_file_suppressed = self.ignore.filter(&mut findings);
         summary.findings = findings.len() as u64;
         if !self.metrics {
             // The counters are shown (on stderr and in json) only with --metrics.

@@ -38,6 +38,11 @@ pub struct Summary {
     /// `--respect-gitignore` was on: the summary says what the rules left out
     /// even when that is nothing.
     pub respect_gitignore: bool,
+    /// Matches left out because their line carries `gitleaks:allow` or
+    /// `magpie:allow`.
+    pub inline_allowed: u64,
+    /// Findings left out because a `.gitleaksignore` file lists them.
+    pub ignore_file_suppressed: u64,
     /// Add "-v names them" to the skipped line (text reports without `-v`).
     pub skip_hint: bool,
     /// Extra counters shown with `--metrics` (task counts, bytes fetched,
@@ -125,11 +130,24 @@ impl Summary {
                 "findings"
             }
         ));
+        let mut hidden = Vec::new();
         if self.baseline_suppressed > 0 {
-            s.push_str(&format!(
-                " ({} more in the baseline)",
+            hidden.push(format!(
+                "{} more in the baseline",
                 group(self.baseline_suppressed)
             ));
+        }
+        if self.inline_allowed > 0 {
+            hidden.push(format!("{} allowed inline", group(self.inline_allowed)));
+        }
+        if self.ignore_file_suppressed > 0 {
+            hidden.push(format!(
+                "{} in .gitleaksignore",
+                group(self.ignore_file_suppressed)
+            ));
+        }
+        if !hidden.is_empty() {
+            s.push_str(&format!(" ({})", hidden.join(", ")));
         }
         s.push('\n');
         if self.trace_events_dropped > 0 {
@@ -165,12 +183,14 @@ impl Summary {
         write!(
             out,
             ",\"archives\":{},\"archive_members\":{},\"findings\":{},\
-             \"baseline_suppressed\":{},\"workers\":{},\"elapsed_seconds\":{:.6},\
+             \"baseline_suppressed\":{},\"inline_allowed\":{},\"ignore_file_suppressed\":{},\"workers\":{},\"elapsed_seconds\":{:.6},\
              \"throughput_mb_per_second\":{:.3},\"trace_events_dropped\":{},\"metrics\":{{",
             self.archives,
             self.archive_members,
             self.findings,
             self.baseline_suppressed,
+            self.inline_allowed,
+            self.ignore_file_suppressed,
             self.workers,
             self.elapsed.as_secs_f64(),
             self.throughput_mb_s(),
