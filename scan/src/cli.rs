@@ -238,8 +238,8 @@ Archive formats, limits and policies:
     version,
     about = "magpie's secret scanner: finds credentials in files, directories and archives.",
     long_about = wrap("magpie's secret scanner: finds credentials (API keys, tokens, private keys, \
-                  passwords) in files and directories, including inside zip, tar and gzip \
-                  archives. Findings go to standard output; a summary (and, on a terminal, a \
+                  passwords) in files and directories, including inside zip and tar archives \
+                  and gzip, bzip2, xz and zstd files. Findings go to standard output; a summary (and, on a terminal, a \
                   progress bar) goes to standard error."),
     after_help = "Exit status: 0 nothing found, 1 findings, 2 error. See --help for more.",
     after_long_help = AFTER_HELP,
@@ -393,8 +393,8 @@ struct Cli {
     #[arg(
         long,
         conflicts_with = "archive_depth",
-        long_help = wrap("Scan archive files (zip, jar, tar, gz, tgz, ...) as plain bytes instead \
-                     of opening them.")
+        long_help = wrap("Scan archive files (zip, jar, tar, gz, bz2, xz, zst, tgz, ...) as plain \
+                     bytes instead of opening them.")
     )]
     no_archives: bool,
 
@@ -405,10 +405,12 @@ struct Cli {
         value_name = "POLICY",
         default_value_t = ArchivePolicy::Partial,
         long_help = wrap("What to do with an archive that is encrypted, corrupt, or over a size, \
-                     entry-count, depth or compression-ratio limit. skip: leave the whole \
-                     archive out. partial: keep what was scanned before the problem and skip \
-                     the rest. fail-run: stop the scan with exit code 2. Skipped archives \
-                     and members are counted in the summary.")
+                     entry-count, depth or compression-ratio limit. skip: stop reading that \
+                     archive at its first problem; members read before it stay scanned, the \
+                     rest is skipped. partial: skip only the member with the problem and go \
+                     on when the format allows, else as skip. fail-run: stop the scan with \
+                     exit code 2. Skipped archives and members are named in the report \
+                     (scan --docs archives).")
     )]
     archive_policy: ArchivePolicy,
 
