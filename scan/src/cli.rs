@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 use clap::{ArgAction, Parser, ValueEnum};
 
-use crate::report::Format;
+use crate::report::{Format, EXIT_FINDINGS};
 
 /// The default `--max-file-size`: 256 MiB.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 256 << 20;
@@ -29,6 +29,25 @@ pub enum ArchivePolicy {
     Partial,
     /// Stop the whole scan with exit code 2.
     FailRun,
+}
+
+/// A manual page built into the binary (`--docs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DocTopic {
+    /// `OUTPUT.md`: formats, skipped entries, paths, fingerprints, exit codes.
+    Output,
+    /// `ARCHIVES.md`: archive formats, limits and policies.
+    Archives,
+}
+
+impl DocTopic {
+    /// The page's text (Markdown).
+    pub fn text(self) -> &'static str {
+        match self {
+            DocTopic::Output => include_str!("../OUTPUT.md"),
+            DocTopic::Archives => include_str!("../ARCHIVES.md"),
+        }
+    }
 }
 
 /// When to colour the `text` output and the summary.
@@ -67,8 +86,15 @@ pub struct Config {
     pub workers: usize,
     /// Files larger than this many bytes are skipped; `None` = no limit.
     pub max_file_size: Option<u64>,
-    /// Honour `.gitignore`, `.ignore` and git's exclude files.
+    /// Honour `.gitignore`, `.ignore` and git's exclude files
+    /// (`--respect-gitignore`; off by default).
     pub respect_ignore_files: bool,
+    /// Gitignore-style globs of paths not to scan (`--exclude`).
+    pub exclude: Vec<String>,
+    /// Name every skipped file on standard error (`-v`).
+    pub verbose: bool,
+    /// Exit 2 when anything was skipped (`--fail-on-skip`).
+    pub fail_on_skip: bool,
     /// Follow symbolic links (loop-safe).
     pub follow_symlinks: bool,
     /// Look inside archives at all.
@@ -85,6 +111,16 @@ pub struct Config {
     pub baseline: Option<PathBuf>,
     /// Show secrets as a short prefix and `…`.
     pub redact: bool,
+    /// `--redact=PERCENT`: hide this share of each secret instead.
+    pub redact_percent: Option<u8>,
+    /// The exit code when findings are reported (`--exit-code`, default 1).
+    pub exit_code: u8,
+    /// An ignore file in `.gitleaksignore` format (`--gitleaks-ignore-path`).
+    pub ignore_file: Option<PathBuf>,
+    /// Do not read `.gitleaksignore` at the scan root.
+    pub no_ignore_file: bool,
+    /// `--docs TOPIC`: print that manual page instead of scanning.
+    pub docs: Option<DocTopic>,
     /// Show the scheduler and pipeline counters in the summary.
     pub metrics: bool,
     /// Write a Chrome trace of the tasks here.
@@ -188,7 +224,10 @@ EXAMPLES:
   scan --baseline base.json .              ...and later report only new ones
   scan --redact --format jsonl repo | jq   machine-readable, secrets hidden
 
-Formats, fingerprints and the baseline are described in scan/OUTPUT.md.";
+Formats, skipped entries, paths, fingerprints, suppression and the baseline:
+  scan --docs output
+Archive formats, limits and policies:
+  scan --docs archives";
 
 /// magpie's secret scanner: finds credentials (API keys, tokens, private
 /// keys, passwords) in files and directories, including inside zip, tar and
@@ -199,8 +238,8 @@ Formats, fingerprints and the baseline are described in scan/OUTPUT.md.";
     version,
     about = "magpie's secret scanner: finds credentials in files, directories and archives.",
     long_about = wrap("magpie's secret scanner: finds credentials (API keys, tokens, private keys, \
-                  passwords) in files and directories, including inside zip, tar and gzip \
-                  archives. Findings go to standard output; a summary (and, on a terminal, a \
+                  passwords) in files and directories, including inside zip and tar archives \
+                  and gzip, bzip2, xz and zstd files. Findings go to standard output; a summary (and, on a terminal, a \
                   progress bar) goes to standard error."),
     after_help = "Exit status: 0 nothing found, 1 findings, 2 error. See --help for more.",
     after_long_help = AFTER_HELP,
@@ -210,17 +249,33 @@ struct Cli {
     /// Files and directories to scan.
     #[arg(
         value_name = "PATH",
-        required = true,
         value_parser = clap::value_parser!(PathBuf),
         long_help = wrap("Files and directories to scan. Directories are walked recursively; \
-                     hidden files are scanned, .git directories are not. Paths in the \
-                     report start with the PATH as you typed it.")
+                     hidden and git-ignored files are scanned, .git directories are not. \
+                     - reads standard input, and a FIFO named here is read to its end. A \
+                     PATH that is missing or unreadable is an error (exit 2). Paths in the \
+                     report are below PATH (scan ./repo reports src/a.env), or start with \
+                     PATH without ./ when several are given."),
+        required_unless_present = "docs"
     )]
     paths: Vec<PathBuf>,
 
-    /// Output format.
+    /// Print one of scan's manual pages and exit.
     #[arg(
         long,
+        value_enum,
+        value_name = "TOPIC",
+        long_help = wrap("Print a manual page built into scan and exit: output (formats, \
+                     skipped entries, paths, fingerprints, baseline, suppression, exit codes) \
+                     or archives (formats read, limits, policies).")
+    )]
+    docs: Option<DocTopic>,
+
+    /// Output format.
+    #[arg(
+        short = 'f',
+        long,
+        visible_alias = "report-format",
         value_enum,
         value_name = "FORMAT",
         default_value_t = Format::Text,
@@ -234,7 +289,9 @@ struct Cli {
 
     /// Worker threads [default: number of CPU cores].
     #[arg(
+        short = 'j',
         long,
+        visible_alias = "threads",
         value_name = "N",
         value_parser = parse_workers,
         long_help = wrap("Number of worker threads that read and scan files, from 1 to 1024. \
@@ -245,6 +302,7 @@ struct Cli {
     /// Skip files larger than SIZE (e.g. 256M, 1G, 1048576; 0 = no limit).
     #[arg(
         long,
+        visible_alias = "max-filesize",
         value_name = "SIZE",
         default_value = "256M",
         value_parser = parse_size,
@@ -255,14 +313,60 @@ struct Cli {
     )]
     max_file_size: u64,
 
-    /// Scan files that .gitignore / .ignore files exclude.
+    /// Skip what .gitignore, .ignore and .git/info/exclude exclude.
     #[arg(
         long,
-        long_help = wrap("Scan everything, including files excluded by .gitignore, .ignore and \
-                     git's info/exclude. By default those rules are honoured, as git would. \
-                     .git directories are skipped either way.")
+        overrides_with = "no_ignore",
+        long_help = wrap("Leave out what .gitignore, .ignore and .git/info/exclude files \
+                     exclude, as git and ripgrep do (also outside a git repository, and \
+                     from the directories above PATH). Off by default: ignored files such \
+                     as .env are where secrets live, so they are scanned. When on, the \
+                     summary says how many files and directories the rules left out. \
+                     .git directories are never entered either way.")
+    )]
+    respect_gitignore: bool,
+
+    /// Scan files that ignore files exclude (the default).
+    #[arg(
+        long,
+        overrides_with = "respect_gitignore",
+        long_help = wrap("Scan files that .gitignore and .ignore exclude. This is the \
+                     default; the flag exists for ripgrep users and to undo an earlier \
+                     --respect-gitignore.")
     )]
     no_ignore: bool,
+
+    /// Leave out paths matching GLOB (repeatable).
+    #[arg(
+        long,
+        value_name = "GLOB",
+        action = ArgAction::Append,
+        long_help = wrap("Leave out files and directories whose path below PATH matches GLOB, \
+                     in .gitignore syntax: '*.min.js', 'vendor/', 'docs/**/*.md'. Repeat to \
+                     give several. A PATH named on the command line is scanned even if it \
+                     matches. The summary counts what was excluded.")
+    )]
+    exclude: Vec<String>,
+
+    /// Name every skipped file on standard error.
+    #[arg(
+        short = 'v',
+        long,
+        long_help = wrap("Name every file and archive member that was not scanned, with its \
+                     reason, on standard error before the summary (the json, jsonl and sarif \
+                     reports always name them).")
+    )]
+    verbose: bool,
+
+    /// Exit 2 if any file or archive member was skipped.
+    #[arg(
+        long,
+        long_help = wrap("Exit with code 2 when anything could not be scanned (unreadable, too \
+                     large, an archive limit, ...), after writing the report: for CI gates that \
+                     must not pass on a partial scan. Symlinks that are not followed do not \
+                     count; files left out by --exclude or --respect-gitignore do not count.")
+    )]
+    fail_on_skip: bool,
 
     /// Follow symbolic links.
     #[arg(
@@ -289,8 +393,8 @@ struct Cli {
     #[arg(
         long,
         conflicts_with = "archive_depth",
-        long_help = wrap("Scan archive files (zip, jar, tar, gz, tgz, ...) as plain bytes instead \
-                     of opening them.")
+        long_help = wrap("Scan archive files (zip, jar, tar, gz, bz2, xz, zst, tgz, ...) as plain \
+                     bytes instead of opening them.")
     )]
     no_archives: bool,
 
@@ -301,10 +405,12 @@ struct Cli {
         value_name = "POLICY",
         default_value_t = ArchivePolicy::Partial,
         long_help = wrap("What to do with an archive that is encrypted, corrupt, or over a size, \
-                     entry-count, depth or compression-ratio limit. skip: leave the whole \
-                     archive out. partial: keep what was scanned before the problem and skip \
-                     the rest. fail-run: stop the scan with exit code 2. Skipped archives \
-                     and members are counted in the summary.")
+                     entry-count, depth or compression-ratio limit. skip: stop reading that \
+                     archive at its first problem; members read before it stay scanned, the \
+                     rest is skipped. partial: skip only the member with the problem and go \
+                     on when the format allows, else as skip. fail-run: stop the scan with \
+                     exit code 2. Skipped archives and members are named in the report \
+                     (scan --docs archives).")
     )]
     archive_policy: ArchivePolicy,
 
@@ -343,14 +449,51 @@ struct Cli {
     )]
     baseline: Option<PathBuf>,
 
-    /// Hide most of each secret.
+    /// Also leave out findings listed in FILE (.gitleaksignore format).
+    #[arg(
+        short = 'i',
+        long = "gitleaks-ignore-path",
+        visible_alias = "ignore-file",
+        value_name = "FILE",
+        value_parser = clap::value_parser!(PathBuf),
+        long_help = wrap("Leave out findings listed in FILE, in gitleaks' .gitleaksignore \
+                     format: one path:rule:line per line (the path as the report shows it), \
+                     or a magpie fingerprint; # starts a comment. A .gitleaksignore at the \
+                     root of a scanned directory is read anyway (--no-gitleaksignore turns \
+                     that off). A FILE that cannot be read stops the scan with exit code 2. \
+                     A line carrying gitleaks:allow or magpie:allow is never reported.")
+    )]
+    gitleaks_ignore_path: Option<PathBuf>,
+
+    /// Do not read .gitleaksignore at the scan root.
+    #[arg(long = "no-gitleaksignore")]
+    no_gitleaksignore: bool,
+
+    /// Hide most of each secret (or PERCENT of it).
     #[arg(
         long,
+        value_name = "PERCENT",
+        num_args = 0..=1,
+        require_equals = true,
+        value_parser = clap::value_parser!(u8).range(0..=100),
         long_help = wrap("Show each secret as its first few characters (at most 4, at most a \
-                     quarter of it) followed by …, in every format. Fingerprints are \
-                     unchanged, so a redacted report still works as a baseline.")
+                     quarter of it) followed by …, in every format. --redact=PERCENT hides \
+                     that share of each secret instead, as gitleaks does: --redact=100 shows \
+                     … alone, --redact=50 the first half. Fingerprints are unchanged, so a \
+                     redacted report still works as a baseline.")
     )]
-    redact: bool,
+    redact: Option<Option<u8>>,
+
+    /// Exit code when findings are reported [default: 1].
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = EXIT_FINDINGS,
+        long_help = wrap("The exit code when the scan finishes with findings, as gitleaks' \
+                     --exit-code: 0 lets a pipeline go on and read the report. Errors still \
+                     exit 2.")
+    )]
+    exit_code: u8,
 
     /// Show scheduler and pipeline counters in the summary.
     #[arg(
@@ -397,6 +540,7 @@ struct Cli {
     #[arg(
         short = 'o',
         long,
+        visible_alias = "report-path",
         value_name = "FILE",
         value_parser = clap::value_parser!(PathBuf),
         long_help = wrap("Write the report to FILE (created or truncated) instead of standard \
@@ -436,7 +580,10 @@ impl Cli {
             format: self.format,
             workers,
             max_file_size: (self.max_file_size != 0).then_some(self.max_file_size),
-            respect_ignore_files: !self.no_ignore,
+            respect_ignore_files: self.respect_gitignore && !self.no_ignore,
+            exclude: self.exclude,
+            verbose: self.verbose,
+            fail_on_skip: self.fail_on_skip,
             follow_symlinks: self.follow_symlinks,
             scan_archives: !self.no_archives && self.archive_depth > 0,
             archive_depth: if self.no_archives {
@@ -448,7 +595,12 @@ impl Cli {
             rule_files: self.rules,
             exclude_rules: self.exclude_rule,
             baseline: self.baseline,
-            redact: self.redact,
+            redact: self.redact.is_some(),
+            redact_percent: self.redact.flatten(),
+            exit_code: self.exit_code,
+            docs: self.docs,
+            ignore_file: self.gitleaks_ignore_path,
+            no_ignore_file: self.no_gitleaksignore,
             metrics: self.metrics,
             trace: self.trace,
             progress: !self.no_progress,

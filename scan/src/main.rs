@@ -14,6 +14,10 @@ fn main() -> ExitCode {
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(scan::report::EXIT_ERROR));
         }
     };
+    if let Some(topic) = config.docs {
+        let _ = std::io::stdout().lock().write_all(topic.text().as_bytes());
+        return ExitCode::SUCCESS;
+    }
     let result = scan::run(config);
     if let Some(msg) = scan::report::error_message(&result) {
         let _ = writeln!(std::io::stderr().lock(), "{msg}");

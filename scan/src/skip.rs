@@ -8,6 +8,69 @@
 use std::fmt;
 use std::io;
 
+use crate::report::ObjPath;
+
+/// One skip, named: what was not scanned, why, and how many objects it stands
+/// for (more than one only for the members of an archive that were never
+/// reached after an error, which are named by their archive).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SkippedEntry {
+    /// The file, or the archive member, or the archive whose remaining
+    /// members were not reached.
+    pub path: ObjPath,
+    /// Why.
+    pub reason: SkipReason,
+    /// Objects this entry stands for (1 for a file or a member).
+    pub count: u64,
+    /// A human detail beyond the reason (an archive error's message, or
+    /// empty).
+    pub detail: String,
+}
+
+impl SkippedEntry {
+    /// The reason and the detail as one human line: `too large (2 GiB >
+    /// 256 MiB limit)`, `corrupt or truncated archive: CRC mismatch`.
+    pub fn message(&self) -> String {
+        let mut m = self.reason.to_string();
+        if !self.detail.is_empty() {
+            m.push_str(": ");
+            m.push_str(&self.detail);
+        }
+        if self.count > 1 {
+            m.push_str(&format!(" ({} members not reached)", self.count));
+        }
+        m
+    }
+}
+
+/// Sorts skipped entries by path, then label, then detail, so a report is the
+/// same whatever order the workers met them in.
+pub fn sort_skipped(entries: &mut [SkippedEntry]) {
+    entries.sort_unstable_by(|a, b| {
+        (&a.path, a.reason.label(), &a.detail, a.count).cmp(&(
+            &b.path,
+            b.reason.label(),
+            &b.detail,
+            b.count,
+        ))
+    });
+}
+
+/// Whether `--fail-on-skip` counts this reason: every file or member whose
+/// bytes were not (all) scanned. Entries that have no bytes of their own
+/// do not count: symlinks (not followed by choice, broken, or looping;
+/// a target inside the tree is scanned on its own) and FIFOs, sockets and
+/// devices found inside a tree.
+pub fn counts_as_partial(reason: &SkipReason) -> bool {
+    !matches!(
+        reason,
+        SkipReason::SymlinkNotFollowed
+            | SkipReason::BrokenSymlink
+            | SkipReason::SymlinkLoop
+            | SkipReason::SpecialFile(_)
+    )
+}
+
 /// What kind of non-regular file was refused (it is never opened for reading).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SpecialKind {

@@ -54,6 +54,32 @@ pub const DEFAULT_MAX_FILE_SIZE: u64 = 256 * 1024 * 1024;
 /// is read: one chunk.
 pub const GROWTH_ALLOWANCE: u64 = CHUNK_SIZE as u64;
 
+/// The command-line path that means standard input.
+pub const STDIN_ARG: &str = "-";
+
+/// The name standard input has in reports.
+pub const STDIN_NAME: &str = "<stdin>";
+
+/// Whether a command-line path means standard input (`-`).
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == STDIN_ARG
+}
+
+/// Opens a stream root for reading: standard input (a duplicate of fd 0)
+/// for `-`, else the path with a blocking open (a FIFO waits for its
+/// writer, as `cat` does: the user named it).
+pub fn open_stream(path: &Path) -> io::Result<File> {
+    if is_stdin(path) {
+        use std::os::fd::AsFd;
+        let fd = io::stdin().as_fd().try_clone_to_owned()?;
+        return Ok(File::from(fd));
+    }
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(path)
+}
+
 /// How many times one read retries after `EINTR` before giving up.
 const MAX_EINTR_RETRIES: u32 = 64;
 

@@ -12,11 +12,14 @@
 //!    a symlink is followed (it was named on the command line).
 //! 2. Below a root the walk is depth-first, entries sorted by raw file name
 //!    bytes, so the order is reproducible.
-//! 3. `.gitignore`, `.ignore` and `.git/info/exclude` rules apply, also
-//!    outside a git repository, unless `no_ignore`. The user's global git
-//!    excludes file does not: a secret scanner must not miss `.env` because a
-//!    developer's `~/.config/git/ignore` hides it. Ignored entries are not
-//!    "discovered" and are not counted.
+//! 3. Ignore files are **not** applied by default: a secret scanner must
+//!    not miss `.env` because `.gitignore` lists it (that is why it is
+//!    listed). With `respect_ignore` (`--respect-gitignore`), `.gitignore`,
+//!    `.ignore` and `.git/info/exclude` rules apply as git and ripgrep apply
+//!    them, also outside a git repository and from the directories above a
+//!    root; the user's global git excludes file never does. What they leave
+//!    out is counted in [`Exclusions`] (a directory counts once and is not
+//!    entered). `--exclude` globs work the same way, counted apart.
 //! 4. Hidden files are scanned. Directories named `.git` are never entered.
 //! 5. A symlink is not followed by default: it is yielded as skipped with
 //!    reason `symlink_not_followed`, or `broken_symlink` / `symlink_loop` when
@@ -24,75 +27,116 @@
 //!    `follow_symlinks`, links are followed and a link back to an ancestor is
 //!    yielded as `symlink_loop` instead of being entered again, so the walk
 //!    always ends.
-//! 6. FIFOs, sockets and devices are yielded as `special_file`, decided from
-//!    the entry's type; they are never opened.
+//! 6. FIFOs, sockets and devices below a root are yielded as
+//!    `special_file`, decided from the entry's type; they are never opened.
+//!    A FIFO named as a root, and `-` (standard input), are yielded as
+//!    [`WalkItem::Stream`]: the user asked for them, so they are read to
+//!    their end, bounded by the size limit.
 //! 7. Regular files over `max_file_size` are yielded as `too_large`, decided
 //!    from metadata.
 //! 8. A path is the root exactly as given joined with the names below it;
 //!    names are raw `OsStr` bytes and survive exactly, UTF-8 or not.
-//! 9. The `ignore` crate opens ignore files with a blocking open and reads
-//!    them whole. Before it enters a directory, the walker `stat`s the ignore
-//!    files there ([`IGNORE_FILES`]); if one is not a regular file (a FIFO
-//!    would block the walk forever) or is larger than
-//!    [`MAX_IGNORE_FILE_BYTES`] (a sparse giant would exhaust memory), that
-//!    directory is not entered by the current walk but queued, and walked
-//!    afterwards with ignore rules off. So nothing in it is hidden, and the
-//!    hostile file itself is reported like any other entry (e.g. a FIFO as
-//!    `special_file`). The same check covers a root and its ancestors.
+//! 9. Ignore files are read only after a `stat` says each is a regular file
+//!    of at most [`MAX_IGNORE_FILE_BYTES`] ([`IGNORE_FILES`]): a FIFO would
+//!    block the walk forever and a sparse giant would exhaust memory. A
+//!    directory with such a file (or a root with one in an ancestor) is
+//!    walked with ignore rules off from there down, so nothing in it is
+//!    hidden, and the hostile file itself is reported like any other entry
+//!    (e.g. a FIFO as `special_file`).
 
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::overrides::{Override, OverrideBuilder};
 use magpie_core::sync::{Arc, Mutex};
 
 use crate::skip::{SkipReason, SpecialKind};
 use crate::source::DEFAULT_MAX_FILE_SIZE;
 
-/// The files the `ignore` crate reads in a directory.
+/// The ignore files read in a directory (with `respect_ignore`).
 pub const IGNORE_FILES: [&str; 3] = [".gitignore", ".ignore", ".git/info/exclude"];
 
 /// An ignore file larger than this makes its directory be walked without
 /// ignore rules instead of being read: 1 MiB.
 pub const MAX_IGNORE_FILE_BYTES: u64 = 1024 * 1024;
 
-/// True when the `ignore` crate may safely open and read every ignore file in
-/// `dir` (one `stat` each, following links as its open would).
+/// True when every ignore file in `dir` may safely be opened and read (one
+/// `stat` each, following links as the open would).
 fn ignore_files_are_safe(dir: &Path) -> bool {
     IGNORE_FILES
         .iter()
         .all(|name| match fs::metadata(dir.join(name)) {
             Ok(m) => m.is_dir() || (m.is_file() && m.len() <= MAX_IGNORE_FILE_BYTES),
-            // A missing or unreadable file is not read (the crate reports a soft
-            // error at worst).
+            // A missing or unreadable file is not read.
             Err(_) => true,
         })
 }
 
-/// Directories the current walk refused to enter because of a hostile ignore
-/// file, filled by the entry filter, drained by the cursor.
-type Refused = Arc<Mutex<Vec<PathBuf>>>;
+/// What the walk's filters left out: counted, never silently.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Exclusions {
+    /// Files an ignore file excluded (`--respect-gitignore`).
+    pub ignored_files: u64,
+    /// Directories an ignore file excluded; not entered, so what is inside
+    /// is not counted.
+    pub ignored_dirs: u64,
+    /// Files an `--exclude` glob excluded.
+    pub excluded_files: u64,
+    /// Directories an `--exclude` glob excluded (not entered).
+    pub excluded_dirs: u64,
+}
+
+impl Exclusions {
+    /// Adds `o` to `self`.
+    pub fn add(&mut self, o: &Exclusions) {
+        self.ignored_files += o.ignored_files;
+        self.ignored_dirs += o.ignored_dirs;
+        self.excluded_files += o.excluded_files;
+        self.excluded_dirs += o.excluded_dirs;
+    }
+}
 
 /// What the walker does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WalkConfig {
     /// Follow symbolic links (loop-safe). Default: false.
     pub follow_symlinks: bool,
-    /// Ignore `.gitignore` / `.ignore` rules. Default: false.
-    pub no_ignore: bool,
+    /// Apply `.gitignore`, `.ignore` and `.git/info/exclude` rules. Default:
+    /// false (ignored files are where secrets live).
+    pub respect_ignore: bool,
     /// Files larger than this are skipped as too large. Default:
     /// [`DEFAULT_MAX_FILE_SIZE`] (256 MiB).
     pub max_file_size: Option<u64>,
+    /// Gitignore-style globs of paths not to scan (`--exclude`), matched
+    /// against the path below each root. Never applied to a root itself.
+    pub exclude: Vec<String>,
 }
 
 impl Default for WalkConfig {
     fn default() -> Self {
         WalkConfig {
             follow_symlinks: false,
-            no_ignore: false,
+            respect_ignore: false,
             max_file_size: Some(DEFAULT_MAX_FILE_SIZE),
+            exclude: Vec::new(),
         }
     }
+}
+
+/// Compiles `--exclude` globs (gitignore syntax: `*.min.js`, `vendor/`,
+/// `docs/**/*.md`); an error names the bad glob.
+pub fn compile_excludes(globs: &[String]) -> Result<Option<Override>, String> {
+    if globs.is_empty() {
+        return Ok(None);
+    }
+    let mut b = OverrideBuilder::new(".");
+    for g in globs {
+        b.add(&format!("!{g}"))
+            .map_err(|e| format!("--exclude {g:?}: {e}"))?;
+    }
+    b.build().map(Some).map_err(|e| e.to_string())
 }
 
 /// One thing the walker found.
@@ -112,6 +156,12 @@ pub enum WalkItem {
         /// Why.
         reason: SkipReason,
     },
+    /// A root to read as a stream, to its end (bounded by the size limit):
+    /// `-` (standard input) or a FIFO named on the command line.
+    Stream {
+        /// The root as given.
+        path: PathBuf,
+    },
     /// A root that does not exist or cannot be read.
     RootError {
         /// The root as given.
@@ -127,8 +177,182 @@ impl WalkItem {
         match self {
             WalkItem::File { path, .. }
             | WalkItem::Skipped { path, .. }
+            | WalkItem::Stream { path }
             | WalkItem::RootError { path, .. } => path,
         }
+    }
+}
+
+/// The ignore rules of one directory.
+#[derive(Default)]
+struct DirRules {
+    dot_ignore: Option<Gitignore>,
+    gitignore: Option<Gitignore>,
+    git_exclude: Option<Gitignore>,
+    /// The directory holds `.git` (a repository's top): `.gitignore` files
+    /// above it do not apply, as in git.
+    has_git: bool,
+    /// A hostile ignore file here or above: no rule applies at or below.
+    off: bool,
+}
+
+fn load_one(dir: &Path, name: &str) -> Option<Gitignore> {
+    let file = dir.join(name);
+    if !fs::metadata(&file).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    let mut b = GitignoreBuilder::new(dir);
+    // A malformed line is dropped; the rest of the file still applies.
+    let _ = b.add(&file);
+    b.build().ok().filter(|g| !g.is_empty())
+}
+
+impl DirRules {
+    /// The rules of `dir` (an absolute path), below a directory whose rules
+    /// were `off` or not.
+    fn load(dir: &Path, parent_off: bool) -> DirRules {
+        if parent_off || !ignore_files_are_safe(dir) {
+            return DirRules {
+                off: true,
+                ..DirRules::default()
+            };
+        }
+        let git = dir.join(".git");
+        let has_git = fs::symlink_metadata(&git).is_ok();
+        DirRules {
+            dot_ignore: load_one(dir, ".ignore"),
+            gitignore: load_one(dir, ".gitignore"),
+            git_exclude: if git.is_dir() {
+                load_one(dir, ".git/info/exclude")
+            } else {
+                None
+            },
+            has_git,
+            off: false,
+        }
+    }
+}
+
+/// `Some(true)`: ignored; `Some(false)`: whitelisted by a `!` rule.
+fn verdict(g: Option<&Gitignore>, abs: &Path, is_dir: bool) -> Option<bool> {
+    let m = g?.matched(abs, is_dir);
+    if m.is_ignore() {
+        Some(true)
+    } else if m.is_whitelist() {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// The entry filter of one root's walk. The walk is depth-first and calls
+/// the filter on each entry before descending into it, so `stack[d]` holds
+/// the rules of the directory at depth `d` on the current path.
+struct Filter {
+    root: PathBuf,
+    abs_root: PathBuf,
+    respect: bool,
+    exclude: Option<Override>,
+    /// Rules of the root's ancestors, nearest first.
+    above: Vec<DirRules>,
+    stack: Vec<DirRules>,
+    counts: Exclusions,
+}
+
+impl Filter {
+    fn new(root: &Path, respect: bool, exclude: Option<Override>) -> Filter {
+        let abs_root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+        let mut above = Vec::new();
+        let mut stack = Vec::new();
+        if respect {
+            // Outermost first while loading, so `off` is inherited downward.
+            let ancestors: Vec<&Path> = abs_root.ancestors().skip(1).collect();
+            let mut off = false;
+            for dir in ancestors.iter().rev() {
+                let rules = DirRules::load(dir, off);
+                off = rules.off;
+                above.push(rules);
+            }
+            above.reverse();
+            stack.push(DirRules::load(&abs_root, off));
+        }
+        Filter {
+            root: root.to_path_buf(),
+            abs_root,
+            respect,
+            exclude,
+            above,
+            stack,
+            counts: Exclusions::default(),
+        }
+    }
+
+    /// Whether the ignore rules in force exclude `abs` (git's precedence:
+    /// the deepest matching rule of a kind wins; `.ignore` over `.gitignore`
+    /// over `.git/info/exclude`; `.gitignore` files above a repository's top
+    /// do not apply).
+    fn ignored(&self, abs: &Path, is_dir: bool) -> bool {
+        if self.stack.last().is_some_and(|r| r.off) {
+            return false;
+        }
+        let (mut dot, mut git, mut excl) = (None, None, None);
+        let mut saw_git = false;
+        for r in self.stack.iter().rev().chain(self.above.iter()) {
+            if dot.is_none() {
+                dot = verdict(r.dot_ignore.as_ref(), abs, is_dir);
+            }
+            if !saw_git {
+                if git.is_none() {
+                    git = verdict(r.gitignore.as_ref(), abs, is_dir);
+                }
+                if excl.is_none() {
+                    excl = verdict(r.git_exclude.as_ref(), abs, is_dir);
+                }
+            }
+            saw_git |= r.has_git;
+        }
+        dot.or(git).or(excl).unwrap_or(false)
+    }
+
+    /// Decides one entry below the root: false to leave it out (and not
+    /// enter it).
+    fn keep(&mut self, e: &ignore::DirEntry) -> bool {
+        let dir = is_dir(e);
+        if dir && e.file_name() == ".git" {
+            return false;
+        }
+        let depth = e.depth();
+        if self.respect {
+            self.stack.truncate(depth);
+        }
+        let rel = e.path().strip_prefix(&self.root).unwrap_or(e.path());
+        if let Some(ov) = &self.exclude {
+            if ov.matched(rel, dir).is_ignore() {
+                if dir {
+                    self.counts.excluded_dirs += 1;
+                } else {
+                    self.counts.excluded_files += 1;
+                }
+                return false;
+            }
+        }
+        if !self.respect {
+            return true;
+        }
+        let abs = self.abs_root.join(rel);
+        if self.ignored(&abs, dir) {
+            if dir {
+                self.counts.ignored_dirs += 1;
+            } else {
+                self.counts.ignored_files += 1;
+            }
+            return false;
+        }
+        if dir {
+            let off = self.stack.last().is_some_and(|r| r.off);
+            self.stack.push(DirRules::load(&abs, off));
+        }
+        true
     }
 }
 
@@ -137,10 +361,9 @@ impl WalkItem {
 pub struct WalkCursor {
     roots: std::vec::IntoIter<PathBuf>,
     cfg: WalkConfig,
-    current: Option<ignore::Walk>,
-    /// Directories to walk without ignore rules once the current walk ends.
-    unsafe_dirs: Vec<PathBuf>,
-    refused: Refused,
+    exclude: Option<Override>,
+    current: Option<(ignore::Walk, Arc<Mutex<Filter>>)>,
+    counts: Exclusions,
     finished: bool,
 }
 
@@ -150,7 +373,6 @@ impl std::fmt::Debug for WalkCursor {
             .field("roots_left", &self.roots.len())
             .field("cfg", &self.cfg)
             .field("walking", &self.current.is_some())
-            .field("queued_without_ignore_rules", &self.unsafe_dirs.len())
             .field("finished", &self.finished)
             .finish()
     }
@@ -162,16 +384,29 @@ const _: () = {
 };
 
 impl WalkCursor {
-    /// A cursor that will walk `roots` in order.
+    /// A cursor that will walk `roots` in order. `--exclude` globs that do
+    /// not compile are dropped here; check them first with
+    /// [`compile_excludes`].
     pub fn new(roots: Vec<PathBuf>, cfg: WalkConfig) -> Self {
+        let exclude = compile_excludes(&cfg.exclude).ok().flatten();
         WalkCursor {
             roots: roots.into_iter(),
             cfg,
+            exclude,
             current: None,
-            unsafe_dirs: Vec::new(),
-            refused: Arc::new(Mutex::new(Vec::new())),
+            counts: Exclusions::default(),
             finished: false,
         }
+    }
+
+    /// What ignore files and `--exclude` left out so far (complete once
+    /// [`WalkCursor::next_batch`] returned false).
+    pub fn exclusions(&self) -> Exclusions {
+        let mut c = self.counts;
+        if let Some((_, f)) = &self.current {
+            c.add(&lock(f).counts);
+        }
+        c
     }
 
     /// Appends up to `max` items to `out`; returns false once the walk is
@@ -179,11 +414,12 @@ impl WalkCursor {
     pub fn next_batch(&mut self, max: usize, out: &mut Vec<WalkItem>) -> bool {
         let mut produced = 0;
         while produced < max && !self.finished {
-            if let Some(walk) = self.current.as_mut() {
-                let next = walk.next();
-                self.unsafe_dirs.append(&mut lock(&self.refused));
-                match next {
-                    None => self.current = None,
+            if let Some((walk, filter)) = self.current.as_mut() {
+                match walk.next() {
+                    None => {
+                        self.counts.add(&lock(filter).counts);
+                        self.current = None;
+                    }
                     Some(res) => {
                         if let Some(item) = classify(res, &self.cfg) {
                             out.push(item);
@@ -193,26 +429,29 @@ impl WalkCursor {
                 }
                 continue;
             }
-            if let Some(dir) = self.unsafe_dirs.pop() {
-                self.current = Some(self.build(&dir, false));
-                continue;
-            }
             let Some(root) = self.roots.next() else {
                 self.finished = true;
                 break;
             };
+            if crate::source::is_stdin(&root) {
+                out.push(WalkItem::Stream { path: root });
+                produced += 1;
+                continue;
+            }
             match fs::metadata(&root) {
                 Err(error) => {
                     out.push(WalkItem::RootError { path: root, error });
                     produced += 1;
                 }
                 Ok(meta) if meta.is_dir() => {
-                    let safe = !self.cfg.no_ignore
-                        && root_ancestors(&root).all(|d| ignore_files_are_safe(&d));
-                    self.current = Some(self.build(&root, safe));
+                    self.current = Some(self.build(&root));
                 }
                 Ok(meta) if meta.is_file() => {
                     out.push(file_item(root, meta.len(), &self.cfg));
+                    produced += 1;
+                }
+                Ok(meta) if std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()) => {
+                    out.push(WalkItem::Stream { path: root });
                     produced += 1;
                 }
                 Ok(meta) => {
@@ -227,39 +466,22 @@ impl WalkCursor {
         !self.finished
     }
 
-    /// A walk of `root`; ignore rules apply only when `use_ignore_files` (the
-    /// caller checked that the root's and its ancestors' ignore files are safe
-    /// to read).
-    fn build(&self, root: &Path, use_ignore_files: bool) -> ignore::Walk {
+    /// A walk of `root` with every rule of the `ignore` crate off: the
+    /// [`Filter`] applies ignore files and `--exclude` itself, so that what
+    /// they leave out is counted.
+    fn build(&self, root: &Path) -> (ignore::Walk, Arc<Mutex<Filter>>) {
+        let filter = Arc::new(Mutex::new(Filter::new(
+            root,
+            self.cfg.respect_ignore,
+            self.exclude.clone(),
+        )));
         let mut b = ignore::WalkBuilder::new(root);
         b.follow_links(self.cfg.follow_symlinks)
-            .hidden(false)
-            .git_global(false)
-            .require_git(false)
+            .standard_filters(false)
             .sort_by_file_name(|a, b| a.cmp(b));
-        if use_ignore_files {
-            let refused = Arc::clone(&self.refused);
-            b.filter_entry(move |e| {
-                if !is_dir(e) {
-                    return true;
-                }
-                if e.file_name() == ".git" {
-                    return false;
-                }
-                if ignore_files_are_safe(e.path()) {
-                    return true;
-                }
-                lock(&refused).push(e.path().to_path_buf());
-                false
-            });
-        } else {
-            b.ignore(false)
-                .git_ignore(false)
-                .git_exclude(false)
-                .parents(false)
-                .filter_entry(|e| !(is_dir(e) && e.file_name() == ".git"));
-        }
-        b.build()
+        let f = Arc::clone(&filter);
+        b.filter_entry(move |e| lock(&f).keep(e));
+        (b.build(), filter)
     }
 }
 
@@ -267,18 +489,8 @@ fn is_dir(e: &ignore::DirEntry) -> bool {
     e.file_type().is_some_and(|t| t.is_dir())
 }
 
-fn lock(m: &Mutex<Vec<PathBuf>>) -> magpie_core::sync::MutexGuard<'_, Vec<PathBuf>> {
+fn lock(m: &Mutex<Filter>) -> magpie_core::sync::MutexGuard<'_, Filter> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// `root` and every directory above it (the `ignore` crate reads their ignore
-/// files too).
-fn root_ancestors(root: &Path) -> impl Iterator<Item = PathBuf> {
-    let abs = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
-    abs.ancestors()
-        .map(Path::to_path_buf)
-        .collect::<Vec<_>>()
-        .into_iter()
 }
 
 fn file_item(path: PathBuf, size: u64, cfg: &WalkConfig) -> WalkItem {

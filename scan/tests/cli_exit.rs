@@ -11,7 +11,24 @@ fn outcome(reported: u64) -> Result<Outcome, ScanError> {
     Ok(Outcome {
         reported,
         summary: Summary::default(),
+        fail_on_skip: 0,
+        findings_exit: None,
     })
+}
+
+#[test]
+fn fail_on_skip_turns_any_outcome_into_exit_2_with_a_message() {
+    for reported in [0, 3] {
+        let r = Ok(Outcome {
+            reported,
+            summary: Summary::default(),
+            fail_on_skip: 2,
+            findings_exit: None,
+        });
+        assert_eq!(exit_code(&r), 2);
+        let msg = error_message(&r).expect("a message");
+        assert!(msg.contains("--fail-on-skip"), "{msg}");
+    }
 }
 
 #[test]

@@ -28,7 +28,11 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(c.workers, cores);
     assert_eq!(c.max_file_size, Some(DEFAULT_MAX_FILE_SIZE));
     assert_eq!(DEFAULT_MAX_FILE_SIZE, 256 * 1024 * 1024);
-    assert!(c.respect_ignore_files);
+    assert!(
+        !c.respect_ignore_files,
+        "ignored files are scanned by default"
+    );
+    assert!(c.exclude.is_empty() && !c.verbose && !c.fail_on_skip);
     assert!(!c.follow_symlinks);
     assert!(c.scan_archives);
     assert_eq!(c.archive_depth, 3);
@@ -51,7 +55,11 @@ fn every_flag_reaches_the_config() {
         "7",
         "--max-file-size",
         "1G",
-        "--no-ignore",
+        "--respect-gitignore",
+        "--exclude",
+        "vendor/",
+        "-v",
+        "--fail-on-skip",
         "--follow-symlinks",
         "--archive-depth",
         "5",
@@ -79,7 +87,9 @@ fn every_flag_reaches_the_config() {
     assert_eq!(c.format, Format::Sarif);
     assert_eq!(c.workers, 7);
     assert_eq!(c.max_file_size, Some(1 << 30));
-    assert!(!c.respect_ignore_files);
+    assert!(c.respect_ignore_files);
+    assert_eq!(c.exclude, vec!["vendor/".to_string()]);
+    assert!(c.verbose && c.fail_on_skip);
     assert!(c.follow_symlinks);
     assert!(c.scan_archives);
     assert_eq!(c.archive_depth, 5);

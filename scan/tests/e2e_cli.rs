@@ -50,7 +50,7 @@ fn findings_exit_1_and_every_format_carries_them() {
     assert_eq!(text.code, Some(1), "{}", text.stderr);
     let t = text.stdout_text();
     assert!(t.contains("github-pat"), "{t}");
-    assert!(t.contains("./src/.env:2:14 (offset 17)"), "{t}");
+    assert!(t.contains("src/.env:2:14 (offset 17)"), "{t}");
     assert!(t.contains(&token));
 
     let jsonl = scan_in(dir.path(), ["--format", "jsonl", "."]);
@@ -62,7 +62,7 @@ fn findings_exit_1_and_every_format_carries_them() {
         .collect();
     assert_eq!(lines.len(), 1);
     let f = &lines[0];
-    assert_eq!(f["path"], "./src/.env");
+    assert_eq!(f["path"], "src/.env");
     assert_eq!(
         (
             f["line"].as_u64(),
@@ -155,7 +155,7 @@ fn output_file_and_trace_file_are_written() {
     }
     assert!(events
         .iter()
-        .any(|e| e["name"] == "Scan" && e["args"]["path"] == "src/.env"));
+        .any(|e| e["name"] == "Scan" && e["args"]["path"] == ".env"));
 }
 
 #[test]
@@ -289,7 +289,8 @@ fn baseline_round_trip_hides_known_findings_and_shows_new_ones() {
     );
     assert_eq!(third.code, Some(1));
     assert_eq!(third.findings().len(), 1);
-    assert_eq!(third.findings()[0]["path"], "src/new.env");
+    // Paths are below the scan root `src`.
+    assert_eq!(third.findings()[0]["path"], "new.env");
 }
 
 #[test]

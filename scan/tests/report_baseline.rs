@@ -48,7 +48,7 @@ fn report(format: Format, mut v: Vec<Finding>, redact: bool) -> Vec<u8> {
         ..WriteOptions::default()
     };
     let mut out = Vec::new();
-    write_report(&mut out, format, &v, &Summary::default(), &opts).unwrap();
+    write_report(&mut out, format, &v, &[], &Summary::default(), &opts).unwrap();
     out
 }
 
@@ -60,7 +60,7 @@ fn run_with(baseline: Baseline, findings: Vec<Finding>) -> (u64, u64) {
         Box::new(std::io::sink()),
     );
     let o = r
-        .finish(findings, Summary::default(), &mut std::io::sink())
+        .finish(findings, &[], Summary::default(), &mut std::io::sink())
         .unwrap();
     (o.reported, o.summary.baseline_suppressed)
 }

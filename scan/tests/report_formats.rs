@@ -79,7 +79,7 @@ fn summary() -> Summary {
 
 fn render(format: Format, v: &[Finding], opts: &WriteOptions) -> Vec<u8> {
     let mut out = Vec::new();
-    write_report(&mut out, format, v, &summary(), opts).unwrap();
+    write_report(&mut out, format, v, &[], &summary(), opts).unwrap();
     out
 }
 
@@ -317,17 +317,26 @@ fn epipe_is_a_distinct_error_in_every_format() {
             &mut ClosedPipe,
             format,
             &v,
+            &[],
             &summary(),
             &WriteOptions::default(),
         );
         assert!(matches!(r, Err(OutputError::BrokenPipe)), "{format:?}");
-        let r = write_report(&mut Full, format, &v, &summary(), &WriteOptions::default());
+        let r = write_report(
+            &mut Full,
+            format,
+            &v,
+            &[],
+            &summary(),
+            &WriteOptions::default(),
+        );
         assert!(matches!(r, Err(OutputError::Io(_))), "{format:?}");
     }
     // Even an empty jsonl report flushes, and a closed pipe there is EPIPE too.
     let r = write_report(
         &mut ClosedPipe,
         Format::Jsonl,
+        &[],
         &[],
         &summary(),
         &WriteOptions::default(),
@@ -344,7 +353,7 @@ fn reporter_turns_epipe_into_scan_error_broken_pipe() {
         Box::new(ClosedPipe),
     );
     let mut stderr = Vec::new();
-    let res = r.finish(findings(), Summary::default(), &mut stderr);
+    let res = r.finish(findings(), &[], Summary::default(), &mut stderr);
     assert!(matches!(res, Err(ScanError::BrokenPipe)));
     assert_eq!(scan::report::exit_code(&res), 0);
 }
@@ -360,7 +369,7 @@ fn reporter_counts_reported_findings_and_writes_the_summary() {
     let mut stderr = Vec::new();
     let mut twice = findings();
     twice.extend(findings()); // duplicates collapse
-    let o = r.finish(twice, summary(), &mut stderr).unwrap();
+    let o = r.finish(twice, &[], summary(), &mut stderr).unwrap();
     assert_eq!(o.reported, 3);
     assert_eq!(o.summary.findings, 3);
     assert_eq!(scan::report::exit_code(&Ok(o)), 1);

@@ -19,6 +19,7 @@ fn sarif(findings: &[Finding], base: Option<&Path>) -> Value {
         &mut out,
         Format::Sarif,
         findings,
+        &[],
         &Summary::default(),
         &opts,
     )

@@ -7,7 +7,7 @@ mod walk_common;
 use std::path::PathBuf;
 
 use scan::skip::SkipReason;
-use scan::walk::{WalkConfig, WalkCursor, WalkItem};
+use scan::walk::{Exclusions, WalkConfig, WalkCursor, WalkItem};
 use walk_common::*;
 
 fn tree() -> tempfile::TempDir {
@@ -35,9 +35,13 @@ fn rel_paths(items: &[(Vec<u8>, Seen)], base: &std::path::Path) -> Vec<String> {
 }
 
 #[test]
-fn ignore_files_apply_outside_a_git_repo_and_hidden_files_are_scanned() {
+fn respect_ignore_applies_ignore_files_outside_a_git_repo_and_scans_hidden_files() {
     let dir = tree();
-    let items = walk_all(vec![dir.path().to_path_buf()], WalkConfig::default(), 100);
+    let cfg = WalkConfig {
+        respect_ignore: true,
+        ..WalkConfig::default()
+    };
+    let items = walk_all(vec![dir.path().to_path_buf()], cfg, 100);
     assert_eq!(
         rel_paths(&items, dir.path()),
         [
@@ -53,13 +57,9 @@ fn ignore_files_apply_outside_a_git_repo_and_hidden_files_are_scanned() {
 }
 
 #[test]
-fn no_ignore_scans_ignored_files_but_never_enters_dot_git() {
+fn ignored_files_are_scanned_by_default_but_dot_git_is_never_entered() {
     let dir = tree();
-    let cfg = WalkConfig {
-        no_ignore: true,
-        ..WalkConfig::default()
-    };
-    let items = walk_all(vec![dir.path().to_path_buf()], cfg, 100);
+    let items = walk_all(vec![dir.path().to_path_buf()], WalkConfig::default(), 100);
     assert_eq!(
         rel_paths(&items, dir.path()),
         [
@@ -193,4 +193,84 @@ fn batches_resume_where_they_stopped_on_any_thread() {
     let mut out = Vec::new();
     assert!(!cursor.next_batch(10, &mut out));
     assert!(out.is_empty(), "a finished cursor stays finished");
+}
+
+/// Walks `root` to the end and returns the paths below it and what the
+/// filters left out.
+fn walk_counting(root: &std::path::Path, cfg: WalkConfig) -> (Vec<String>, Exclusions) {
+    let mut cursor = WalkCursor::new(vec![root.to_path_buf()], cfg);
+    let mut items = Vec::new();
+    while cursor.next_batch(7, &mut items) {}
+    let mut rel: Vec<String> = items
+        .iter()
+        .map(|i| {
+            let p = i.path().strip_prefix(root).unwrap();
+            p.to_string_lossy().into_owned()
+        })
+        .collect();
+    rel.sort();
+    (rel, cursor.exclusions())
+}
+
+#[test]
+fn what_ignore_files_leave_out_is_counted_files_and_directories_apart() {
+    let dir = tree();
+    let cfg = WalkConfig {
+        respect_ignore: true,
+        ..WalkConfig::default()
+    };
+    let (_, x) = walk_counting(dir.path(), cfg);
+    // x.log and skip-me.txt are files; build/ is one directory, not entered.
+    assert_eq!(
+        x,
+        Exclusions {
+            ignored_files: 2,
+            ignored_dirs: 1,
+            ..Exclusions::default()
+        }
+    );
+    let (_, none) = walk_counting(dir.path(), WalkConfig::default());
+    assert_eq!(none, Exclusions::default());
+}
+
+#[test]
+fn deeper_ignore_files_and_negations_win_and_gitignore_above_a_repo_does_not_apply() {
+    let outer = tempfile::tempdir().unwrap();
+    let o = outer.path();
+    // Above the repository: ignored by git's rules, so it must not apply.
+    touch(&o.join(".gitignore"), b"*.env\n");
+    let repo = o.join("repo");
+    touch(&repo.join(".git/HEAD"), b"ref: refs/heads/main\n");
+    touch(&repo.join(".gitignore"), b"*.key\nlogs/\n");
+    touch(&repo.join("a.env"), b"x");
+    touch(&repo.join("a.key"), b"x");
+    touch(&repo.join("logs/x.txt"), b"x");
+    touch(&repo.join("sub/.gitignore"), b"!keep.key\n");
+    touch(&repo.join("sub/keep.key"), b"x");
+    touch(&repo.join("sub/drop.key"), b"x");
+    touch(&repo.join(".git/info/exclude"), b"local.txt\n");
+    touch(&repo.join("local.txt"), b"x");
+    let cfg = WalkConfig {
+        respect_ignore: true,
+        ..WalkConfig::default()
+    };
+    let (rel, x) = walk_counting(&repo, cfg);
+    assert_eq!(
+        rel,
+        [".gitignore", "a.env", "sub/.gitignore", "sub/keep.key"]
+    );
+    assert_eq!(x.ignored_files, 3, "a.key, sub/drop.key, local.txt");
+    assert_eq!(x.ignored_dirs, 1, "logs/");
+
+    // Outside any repository every .gitignore above the root applies.
+    let plain = o.join("plain");
+    touch(&plain.join("b.env"), b"x");
+    touch(&plain.join("b.txt"), b"x");
+    let cfg = WalkConfig {
+        respect_ignore: true,
+        ..WalkConfig::default()
+    };
+    let (rel, x) = walk_counting(&plain, cfg);
+    assert_eq!(rel, ["b.txt"]);
+    assert_eq!(x.ignored_files, 1);
 }

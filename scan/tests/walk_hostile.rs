@@ -360,7 +360,8 @@ fn assert_counts(items: &[(Vec<u8>, Seen)], want: &[(&'static str, usize)]) {
 
 /// The `ignore` crate opens ignore files with a blocking open and reads them
 /// whole: a FIFO `.gitignore` would hang the walk and a sparse giant `.ignore`
-/// would exhaust memory. Such directories are walked without ignore rules,
+/// would exhaust memory. With ignore rules on, such directories are walked
+/// without them,
 /// and the hostile file is reported like any other entry.
 #[test]
 fn hostile_ignore_files_neither_hang_the_walk_nor_hide_files() {
@@ -375,7 +376,11 @@ fn hostile_ignore_files_neither_hang_the_walk_nor_hide_files() {
         .unwrap()
         .set_len(2 << 30)
         .unwrap();
-    let items = walk_guarded(d.to_path_buf(), WalkConfig::default());
+    let respect = WalkConfig {
+        respect_ignore: true,
+        ..WalkConfig::default()
+    };
+    let items = walk_guarded(d.to_path_buf(), respect.clone());
     let m = by_rel_path(&items, d);
     assert_eq!(
         m[&key("pipe-dir/.gitignore")],
@@ -394,6 +399,6 @@ fn hostile_ignore_files_neither_hang_the_walk_nor_hide_files() {
     let root = tempfile::tempdir().unwrap();
     mkfifo(&root.path().join(".gitignore"));
     touch(&root.path().join("a"), b"a");
-    let items = walk_guarded(root.path().to_path_buf(), WalkConfig::default());
+    let items = walk_guarded(root.path().to_path_buf(), respect);
     assert_counts(&items, &[("file", 1), ("special_file", 1)]);
 }

@@ -8,7 +8,7 @@ use magpie_core::sync::{Arc, Mutex, MutexGuard};
 use super::budget::RootBudget;
 use super::detect::{sniff, SNIFF_LEN};
 use super::error::{ArchiveError, ErrorScope};
-use super::stream::{over_ratio, read_full, GzLayer, Source, Stream, StreamBody};
+use super::stream::{over_ratio, read_full, Codec, DecLayer, GzLayer, Source, Stream, StreamBody};
 use super::tar::TarReader;
 use super::zip::ZipReader;
 use super::{ArchiveKind, ArchiveLimits, MemberInfo};
@@ -234,6 +234,42 @@ impl Inner {
                     StreamBody::Plain(source),
                 ))),
             ),
+            ArchiveKind::Bzip2
+            | ArchiveKind::TarBz2
+            | ArchiveKind::Xz
+            | ArchiveKind::TarXz
+            | ArchiveKind::Zstd
+            | ArchiveKind::TarZst => {
+                let (codec, single, tarred) = match kind {
+                    ArchiveKind::Bzip2 | ArchiveKind::TarBz2 => {
+                        (Codec::Bzip2, ArchiveKind::Bzip2, ArchiveKind::TarBz2)
+                    }
+                    ArchiveKind::Xz | ArchiveKind::TarXz => {
+                        (Codec::Xz, ArchiveKind::Xz, ArchiveKind::TarXz)
+                    }
+                    _ => (Codec::Zstd, ArchiveKind::Zstd, ArchiveKind::TarZst),
+                };
+                let mut dec = DecLayer::new(source, codec, limits.max_inflation_ratio)
+                    .map_err(|e| ArchiveError::from_io(&e, ErrorScope::Archive))?;
+                let mut head = vec![0u8; SNIFF_LEN];
+                let got = read_full(&mut dec, &mut head)
+                    .map_err(|e| ArchiveError::from_io(&e, ErrorScope::Archive))?;
+                head.truncate(got);
+                let is_tar = got == SNIFF_LEN && super::detect::is_tar_header(&head);
+                let stream = Stream::new(head, StreamBody::Dec(Box::new(dec)));
+                if is_tar {
+                    (tarred, Body::Tar(TarReader::new(stream)))
+                } else {
+                    (
+                        single,
+                        Body::Gzip(GzipReader {
+                            name: Vec::new(),
+                            stream,
+                            started: false,
+                        }),
+                    )
+                }
+            }
             ArchiveKind::Gzip | ArchiveKind::TarGz => {
                 let mut gz = GzLayer::new(source, limits.max_inflation_ratio);
                 let mut head = vec![0u8; SNIFF_LEN];
@@ -621,7 +657,7 @@ impl ArchiveCursor {
                 let spool = self.spool()?;
                 ArchiveCursor::open(spool, ArchiveKind::Zip, depth, &limits, root)
             }
-            ArchiveKind::Tar | ArchiveKind::Gzip | ArchiveKind::TarGz => {
+            _ => {
                 let source = Source::Parent(ParentMember {
                     parent: Arc::clone(&self.inner),
                     generation,

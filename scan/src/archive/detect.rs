@@ -13,6 +13,13 @@ const ZIP_LOCAL: &[u8] = b"PK\x03\x04";
 const ZIP_EMPTY: &[u8] = b"PK\x05\x06";
 const ZIP_SPANNED: &[u8] = b"PK\x07\x08";
 const GZIP: &[u8] = &[0x1f, 0x8b];
+/// `BZh` then the block size digit `1`-`9`, then a block or end-of-stream
+/// magic (checked from the 5th byte: `1AY&SY` or `\x17rE8P\x90`).
+const BZIP2: &[u8] = b"BZh";
+const BZIP2_BLOCK: &[u8] = &[0x31, 0x41, 0x59, 0x26, 0x53, 0x59];
+const BZIP2_END: &[u8] = &[0x17, 0x72, 0x45, 0x38, 0x50, 0x90];
+const XZ: &[u8] = &[0xfd, b'7', b'z', b'X', b'Z', 0x00];
+const ZSTD: &[u8] = &[0x28, 0xb5, 0x2f, 0xfd];
 
 /// The archive kind the first bytes of a file or member announce, if any.
 ///
@@ -42,10 +49,27 @@ pub fn sniff(head: &[u8]) -> Option<ArchiveKind> {
         }
         return Some(ArchiveKind::Gzip);
     }
+    if is_bzip2(head) {
+        // Whether a tar is inside is decided when the cursor opens it.
+        return Some(ArchiveKind::Bzip2);
+    }
+    if head.starts_with(XZ) {
+        return Some(ArchiveKind::Xz);
+    }
+    if head.starts_with(ZSTD) {
+        return Some(ArchiveKind::Zstd);
+    }
     if head.len() >= SNIFF_LEN && is_tar_header(&head[..SNIFF_LEN]) {
         return Some(ArchiveKind::Tar);
     }
     None
+}
+
+fn is_bzip2(head: &[u8]) -> bool {
+    head.len() >= 10
+        && head.starts_with(BZIP2)
+        && (b'1'..=b'9').contains(&head[3])
+        && (head[4..10] == *BZIP2_BLOCK || head[4..10] == *BZIP2_END)
 }
 
 /// The kind a file name's extension suggests (ASCII case-insensitive): a
@@ -61,6 +85,18 @@ pub fn kind_from_name(name: &[u8]) -> Option<ArchiveKind> {
         Some(ArchiveKind::Tar)
     } else if ends(b".gz") || ends(b".gzip") {
         Some(ArchiveKind::Gzip)
+    } else if ends(b".tar.bz2") || ends(b".tbz2") || ends(b".tbz") {
+        Some(ArchiveKind::TarBz2)
+    } else if ends(b".bz2") {
+        Some(ArchiveKind::Bzip2)
+    } else if ends(b".tar.xz") || ends(b".txz") {
+        Some(ArchiveKind::TarXz)
+    } else if ends(b".xz") {
+        Some(ArchiveKind::Xz)
+    } else if ends(b".tar.zst") || ends(b".tzst") {
+        Some(ArchiveKind::TarZst)
+    } else if ends(b".zst") || ends(b".zstd") {
+        Some(ArchiveKind::Zstd)
     } else {
         None
     }

@@ -1,5 +1,6 @@
-//! Reading inside archives: zip (and jar, war, ... by magic), tar, gzip and
-//! tar.gz, nested, with limits. `scan/ARCHIVES.md` is the user-facing
+//! Reading inside archives: zip (and jar, war, ... by magic), tar, and
+//! gzip, bzip2, xz and zstd files (a tar inside any of them too), nested,
+//! with limits. `scan/ARCHIVES.md` is the user-facing
 //! description; this is the contract for the task graph.
 //!
 //! ## Shape
@@ -63,6 +64,18 @@ pub enum ArchiveKind {
     Gzip,
     /// A gzip-compressed tar: streamed.
     TarGz,
+    /// A bzip2-compressed single file: one member.
+    Bzip2,
+    /// A bzip2-compressed tar: streamed.
+    TarBz2,
+    /// An xz-compressed single file: one member.
+    Xz,
+    /// An xz-compressed tar: streamed.
+    TarXz,
+    /// A zstd-compressed single file: one member.
+    Zstd,
+    /// A zstd-compressed tar: streamed.
+    TarZst,
 }
 
 impl ArchiveKind {
@@ -73,6 +86,12 @@ impl ArchiveKind {
             ArchiveKind::Tar => "tar",
             ArchiveKind::Gzip => "gzip",
             ArchiveKind::TarGz => "tar.gz",
+            ArchiveKind::Bzip2 => "bzip2",
+            ArchiveKind::TarBz2 => "tar.bz2",
+            ArchiveKind::Xz => "xz",
+            ArchiveKind::TarXz => "tar.xz",
+            ArchiveKind::Zstd => "zstd",
+            ArchiveKind::TarZst => "tar.zst",
         }
     }
 }
@@ -190,7 +209,19 @@ pub fn member_path(archive: &Path, member: &[u8]) -> PathBuf {
 
 fn gunzipped_name(name: &[u8]) -> Vec<u8> {
     let lower: Vec<u8> = name.iter().map(u8::to_ascii_lowercase).collect();
-    for (suffix, replacement) in [(&b".tgz"[..], &b".tar"[..]), (b".gzip", b""), (b".gz", b"")] {
+    for (suffix, replacement) in [
+        (&b".tgz"[..], &b".tar"[..]),
+        (b".tbz2", b".tar"),
+        (b".tbz", b".tar"),
+        (b".txz", b".tar"),
+        (b".tzst", b".tar"),
+        (b".gzip", b""),
+        (b".gz", b""),
+        (b".bz2", b""),
+        (b".xz", b""),
+        (b".zstd", b""),
+        (b".zst", b""),
+    ] {
         if lower.ends_with(suffix) && name.len() > suffix.len() {
             let mut v = name[..name.len() - suffix.len()].to_vec();
             v.extend_from_slice(replacement);

@@ -154,6 +154,90 @@ impl Read for GzLayer {
     }
 }
 
+/// The compressed single-file formats read besides gzip.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum Codec {
+    /// `.bz2` (concatenated streams read as one, as `bunzip2` does).
+    Bzip2,
+    /// `.xz` (concatenated streams read as one, as `xz -d` does).
+    Xz,
+    /// `.zst` (one frame).
+    Zstd,
+}
+
+/// The most memory an xz stream's dictionary may ask for: 64 MiB (what
+/// `xz -9` uses). A stream that wants more is refused, not decoded.
+pub(crate) const XZ_MEM_LIMIT_KIB: u32 = 64 * 1024;
+
+enum Dec {
+    Bzip2(bzip2::read::MultiBzDecoder<Counted<Source>>),
+    Xz(Box<lzma_rust2::XzReader<Counted<Source>>>),
+    Zstd(Box<ruzstd::decoding::StreamingDecoder<Counted<Source>, ruzstd::decoding::FrameDecoder>>),
+}
+
+/// A bzip2, xz or zstd decoder that refuses to inflate past the ratio, as
+/// [`GzLayer`] does for gzip.
+pub(crate) struct DecLayer {
+    dec: Dec,
+    out: u64,
+    max_ratio: u64,
+}
+
+impl DecLayer {
+    pub(crate) fn new(src: Source, codec: Codec, max_ratio: u64) -> io::Result<Self> {
+        let counted = Counted {
+            inner: src,
+            count: 0,
+        };
+        let dec = match codec {
+            Codec::Bzip2 => Dec::Bzip2(bzip2::read::MultiBzDecoder::new(counted)),
+            Codec::Xz => Dec::Xz(Box::new(lzma_rust2::XzReader::new_mem_limit(
+                counted,
+                true,
+                XZ_MEM_LIMIT_KIB,
+            ))),
+            Codec::Zstd => Dec::Zstd(Box::new(
+                ruzstd::decoding::StreamingDecoder::new(counted)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?,
+            )),
+        };
+        Ok(DecLayer {
+            dec,
+            out: 0,
+            max_ratio,
+        })
+    }
+
+    fn compressed_in(&self) -> u64 {
+        match &self.dec {
+            Dec::Bzip2(d) => d.get_ref().count,
+            Dec::Xz(d) => d.inner().count,
+            Dec::Zstd(d) => d.get_ref().count,
+        }
+    }
+}
+
+impl Read for DecLayer {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = match &mut self.dec {
+            Dec::Bzip2(d) => d.read(buf)?,
+            Dec::Xz(d) => d.read(buf)?,
+            Dec::Zstd(d) => d.read(buf)?,
+        };
+        self.out += n as u64;
+        let cin = self.compressed_in();
+        if over_ratio(self.out, cin, self.max_ratio) {
+            return Err(ArchiveError::new(
+                SkipReason::ArchiveInflation,
+                ErrorScope::Archive,
+                format!("compressed stream inflated {} bytes from {cin}", self.out),
+            )
+            .into_io());
+        }
+        Ok(n)
+    }
+}
+
 /// The byte stream a tar or gzip reader consumes, with the bytes already read
 /// to detect the format replayed first.
 pub(crate) struct Stream {
@@ -165,6 +249,7 @@ pub(crate) struct Stream {
 pub(crate) enum StreamBody {
     Plain(Source),
     Gz(Box<GzLayer>),
+    Dec(Box<DecLayer>),
 }
 
 impl Stream {
@@ -219,7 +304,7 @@ impl Stream {
     pub(crate) fn gz_file_name(&self) -> Option<Vec<u8>> {
         match &self.body {
             StreamBody::Gz(g) => g.file_name(),
-            StreamBody::Plain(_) => None,
+            StreamBody::Plain(_) | StreamBody::Dec(_) => None,
         }
     }
 }
@@ -235,6 +320,7 @@ impl Read for Stream {
         match &mut self.body {
             StreamBody::Plain(s) => s.read(buf),
             StreamBody::Gz(g) => g.read(buf),
+            StreamBody::Dec(d) => d.read(buf),
         }
     }
 }

@@ -7,30 +7,21 @@ use std::path::Path;
 use crate::archive::{member_path, ArchiveError, ErrorScope, PolicyAction};
 use crate::chunk::ChunkCursor;
 use crate::report::{ObjPath, ScanError};
-use crate::skip::SkipReason;
 use crate::trace::TaskKind;
 use crate::walk::WalkItem;
 
-use super::frontier::{label_index, ObjectCtx, ObjectDescriptor, ObjectEnd, WaitKey};
+use super::frontier::{ObjectCtx, ObjectDescriptor, ObjectEnd, WaitKey};
 use super::task::{
     ArchiveEnum, ArchiveLevel, EnumCursor, FetchState, PendingMember, Task, WalkEnum,
     ENUM_BATCH_SIZE,
 };
-use super::{park, Ctx, Note, Shared};
+use super::{end_skipped, park, skip_at_discovery, Ctx, Note, Shared};
 
 pub(super) fn run(shared: &Shared, cursor: EnumCursor, ctx: &mut Ctx) -> Option<Note> {
     ctx.scratch.counters.enumerate_count += 1;
     match cursor {
         EnumCursor::Walk(w) => walk(shared, w, ctx),
         EnumCursor::Archive(a) => archive(shared, a, ctx),
-    }
-}
-
-/// Counts `n` objects that were skipped as soon as they were discovered.
-pub(super) fn skip_at_discovery(shared: &Shared, ctx: &mut Ctx, reason: &SkipReason, n: u64) {
-    ctx.scratch.counters.skipped_at_discovery[label_index(reason)] += n;
-    if let Some(p) = &shared.progress {
-        p.add_skipped(n);
     }
 }
 
@@ -42,6 +33,9 @@ fn walk(shared: &Shared, mut w: Box<WalkEnum>, ctx: &mut Ctx) -> Option<Note> {
             return Note::bare(ctx, TaskKind::Enumerate, 0);
         }
         w.finished = !w.cursor.next_batch(ENUM_BATCH_SIZE, &mut w.batch);
+        if w.finished {
+            ctx.scratch.counters.excluded.add(&w.cursor.exclusions());
+        }
         // Admit in walk order: the next item is popped from the end.
         w.batch.reverse();
     }
@@ -62,13 +56,41 @@ fn walk(shared: &Shared, mut w: Box<WalkEnum>, ctx: &mut Ctx) -> Option<Note> {
                 };
                 let follow = shared.settings.follow_symlinks
                     || w.roots.iter().any(|r| r.as_os_str() == path.as_os_str());
-                let mut desc = ObjectDescriptor::new(ObjPath::from_path(&path), size, 0);
+                let shown = ObjPath::below_root(&path, root_of(&path, &w.roots), w.roots.len());
+                let mut desc = ObjectDescriptor::new(shown, size, 0);
                 desc.follow = follow;
                 let obj = ObjectCtx::new(desc, permit);
                 admitted += 1;
                 ctx.spawn_local(Task::FetchSync { obj, state: None });
             }
-            WalkItem::Skipped { reason, .. } => skip_at_discovery(shared, ctx, &reason, 1),
+            WalkItem::Stream { path } => {
+                let Some(permit) = shared.frontier.try_acquire(0) else {
+                    w.batch.push(WalkItem::Stream { path });
+                    ctx.scratch.counters.enumerate_backpressure += 1;
+                    let note = Note::bare(ctx, TaskKind::Enumerate, admitted);
+                    let task = Task::Enumerate {
+                        cursor: EnumCursor::Walk(w),
+                    };
+                    park(shared, WaitKey::Level(0), task, ctx);
+                    return note;
+                };
+                let stdin = crate::source::is_stdin(&path);
+                let shown = if stdin {
+                    ObjPath::from_file_bytes(crate::source::STDIN_NAME.as_bytes())
+                } else {
+                    ObjPath::below_root(&path, &path, w.roots.len())
+                };
+                let mut desc = ObjectDescriptor::new(shown, 0, 0);
+                desc.stream = true;
+                desc.stdin = stdin;
+                let obj = ObjectCtx::new(desc, permit);
+                admitted += 1;
+                ctx.spawn_local(Task::FetchSync { obj, state: None });
+            }
+            WalkItem::Skipped { path, reason } => {
+                let path = ObjPath::below_root(&path, root_of(&path, &w.roots), w.roots.len());
+                skip_at_discovery(shared, ctx, path, reason, 1, String::new());
+            }
             WalkItem::RootError { path, error } => {
                 shared.abort(ScanError::Root {
                     path,
@@ -87,6 +109,20 @@ fn walk(shared: &Shared, mut w: Box<WalkEnum>, ctx: &mut Ctx) -> Option<Note> {
         });
     }
     note
+}
+
+/// The command-line root a walked `path` came from: the longest root that
+/// is the path itself or a directory above it.
+fn root_of<'a>(path: &'a Path, roots: &'a [std::path::PathBuf]) -> &'a Path {
+    let p = path.as_os_str().as_bytes();
+    roots
+        .iter()
+        .map(|r| r.as_os_str().as_bytes())
+        .filter(|r| {
+            p == *r || (p.starts_with(r) && (r.ends_with(b"/") || p.get(r.len()) == Some(&b'/')))
+        })
+        .max_by_key(|r| r.len())
+        .map_or(path, |r| Path::new(std::ffi::OsStr::from_bytes(r)))
 }
 
 /// The path of member `name` of the archive at `archive`. A gzip member
@@ -137,7 +173,7 @@ fn archive(shared: &Shared, mut ae: Box<ArchiveEnum>, ctx: &mut Ctx) -> Option<N
                         ae.stack.push(ArchiveLevel { cursor, obj });
                     }
                     Err(e) => {
-                        obj.set_end(ObjectEnd::Skipped(e.skip_reason()));
+                        end_skipped(ctx, &obj, e.skip_reason(), e.detail().to_owned());
                         let path = obj.path().clone();
                         drop(obj);
                         if !on_error(shared, &mut ae, &path, &e, true, ctx) {
@@ -225,7 +261,14 @@ pub(super) fn on_error(
             ErrorScope::Member => 1,
             ErrorScope::Archive => remaining.unwrap_or(1).max(1),
         };
-        skip_at_discovery(shared, ctx, &reason, n);
+        skip_at_discovery(
+            shared,
+            ctx,
+            path.clone(),
+            reason,
+            n,
+            err.detail().to_owned(),
+        );
     }
     if action == PolicyAction::StopArchive {
         // The members not reached: known for a zip; for a streamed archive
@@ -238,7 +281,12 @@ pub(super) fn on_error(
             (ErrorScope::Member, _, None) => 1,
         };
         if rest > 0 {
-            skip_at_discovery(shared, ctx, &reason, rest);
+            let archive = ae
+                .stack
+                .last()
+                .map_or_else(|| path.clone(), |l| l.obj.path().clone());
+            let detail = format!("{}; the rest of the archive was not read", err.detail());
+            skip_at_discovery(shared, ctx, archive, reason, rest, detail);
         }
         ae.stack.pop();
     }

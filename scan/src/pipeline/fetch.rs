@@ -18,7 +18,7 @@ use crate::trace::TaskKind;
 use super::enumerate::on_error;
 use super::frontier::{ObjectEnd, ObjectRef, WaitKey};
 use super::task::{ArchiveEnum, ArchiveLevel, ChunkSpan, EnumCursor, FetchState, Task};
-use super::{park, Ctx, Note, Shared};
+use super::{end_skipped, park, Ctx, Note, Shared};
 
 pub(super) fn run(
     shared: &Shared,
@@ -35,8 +35,33 @@ pub(super) fn run(
         return None;
     };
     match state {
+        None if obj.desc().stream => {
+            let path = obj.path().file_path().into_owned();
+            let path = if obj.desc().stdin {
+                std::path::PathBuf::from(crate::source::STDIN_ARG)
+            } else {
+                path
+            };
+            match crate::source::open_stream(&path) {
+                Ok(file) => {
+                    let chunks =
+                        ChunkCursor::new(shared.settings.chunk_size, shared.settings.context_len);
+                    stream_chunk(shared, obj, buf, file, chunks, Vec::new(), ctx)
+                }
+                Err(e) => {
+                    let reason = SkipReason::from_io(&e);
+                    end_skipped(ctx, &obj, reason, e.to_string());
+                    None
+                }
+            }
+        }
         None => first_file_chunk(shared, obj, buf, ctx),
         Some(st) => match *st {
+            FetchState::Stream {
+                file,
+                chunks,
+                carry,
+            } => stream_chunk(shared, obj, buf, file, chunks, carry, ctx),
             FetchState::File { file, size, chunks } => {
                 next_file_chunk(shared, obj, buf, file, size, chunks, ctx)
             }
@@ -89,7 +114,7 @@ fn first_file_chunk(
         match opened.and_then(|(f, s)| check_size(s, st.max_file_size).map(|()| (f, s))) {
             Ok(x) => x,
             Err(reason) => {
-                finished(shared, &obj, ObjectEnd::Skipped(reason));
+                end_skipped(ctx, &obj, reason, String::new());
                 return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
             }
         };
@@ -97,7 +122,7 @@ fn first_file_chunk(
     let read = match read_chunk_at(&file, 0, size, &mut buf.full_mut()[..cs]) {
         Ok(r) => r,
         Err(reason) => {
-            finished(shared, &obj, ObjectEnd::Skipped(reason));
+            end_skipped(ctx, &obj, reason, String::new());
             return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
         }
     };
@@ -141,7 +166,7 @@ fn open_archive(
             });
         }
         Err(e) => {
-            finished(shared, &obj, ObjectEnd::Skipped(e.skip_reason()));
+            end_skipped(ctx, &obj, e.skip_reason(), e.detail().to_owned());
             if arch.policy.action(&e) == PolicyAction::AbortRun {
                 shared.abort(ScanError::FailRun(format!("{}: {e}", obj.path())));
             }
@@ -165,7 +190,7 @@ fn next_file_chunk(
     let read = match read_chunk_at(&file, start, size, &mut buf.full_mut()[..want]) {
         Ok(r) => r,
         Err(reason) => {
-            finished(shared, &obj, ObjectEnd::Skipped(reason));
+            end_skipped(ctx, &obj, reason, String::new());
             return Note::of(ctx, TaskKind::FetchSync, &obj, start, 0);
         }
     };
@@ -175,7 +200,7 @@ fn next_file_chunk(
         // The file shrank below bytes already read: its tail cannot be
         // scanned consistently any more.
         let reason = SkipReason::Unreadable(io::ErrorKind::UnexpectedEof);
-        finished(shared, &obj, ObjectEnd::Skipped(reason));
+        end_skipped(ctx, &obj, reason, String::new());
         return note;
     }
     buf.set_len(read.len);
@@ -207,6 +232,84 @@ fn emit_file_chunk(
         });
     }
     spawn_scan(obj, buf, &meta, ctx);
+}
+
+/// Reads the next chunk of a stream root behind the carried overlap. The
+/// stream is bounded like a file: past `--max-file-size` bytes it ends
+/// skipped as too large, what was read before still scanned.
+fn stream_chunk(
+    shared: &Shared,
+    obj: ObjectRef,
+    mut buf: PooledBuf,
+    mut file: std::fs::File,
+    mut chunks: ChunkCursor,
+    mut carry: Vec<u8>,
+    ctx: &mut Ctx,
+) -> Option<Note> {
+    use std::io::Read;
+    let cs = shared.settings.chunk_size;
+    let prefix = chunks.next_prefix_len();
+    let offset = chunks.next_offset();
+    let limit = shared.settings.max_file_size.unwrap_or(u64::MAX);
+    let room = usize::try_from(limit.saturating_sub(offset)).map_or(cs, |r| r.min(cs));
+    let full = buf.full_mut();
+    full[..prefix].copy_from_slice(&carry[carry.len() - prefix..]);
+    let mut n = 0;
+    let mut eof = false;
+    let mut error = None;
+    while n < room {
+        match file.read(&mut full[prefix + n..prefix + room]) {
+            Ok(0) => {
+                eof = true;
+                break;
+            }
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                error = Some(e);
+                break;
+            }
+        }
+    }
+    // At the limit with bytes still coming: the stream is too large.
+    let mut probe = [0u8; 1];
+    let over = !eof
+        && error.is_none()
+        && n == room
+        && room < cs
+        && matches!(file.read(&mut probe), Ok(k) if k > 0);
+    let at_limit_end = !eof && error.is_none() && n == room && room < cs && !over;
+    buf.set_len(prefix + n);
+    ctx.scratch.counters.bytes_fetched += (prefix + n) as u64;
+    let note = Note::of(ctx, TaskKind::FetchSync, &obj, offset, n as u64);
+    let last = eof || error.is_some() || over || at_limit_end;
+    let meta = chunks.advance(&buf, last);
+    if let Some(e) = error {
+        end_skipped(ctx, &obj, SkipReason::from_io(&e), e.to_string());
+    } else if over {
+        let reason = SkipReason::TooLarge {
+            size: limit.saturating_add(1),
+            limit,
+        };
+        let detail = format!("the first {limit} bytes were scanned");
+        end_skipped(ctx, &obj, reason, detail);
+    } else if last {
+        finished(shared, &obj, ObjectEnd::Scanned);
+    } else {
+        let keep = chunks.next_prefix_len();
+        carry.clear();
+        carry.extend_from_slice(&buf[buf.len() - keep..]);
+        ctx.spawn_local(Task::FetchSync {
+            obj: ObjectRef::clone(&obj),
+            state: Some(Box::new(FetchState::Stream {
+                file,
+                chunks,
+                carry,
+            })),
+        });
+    }
+    spawn_scan(obj, buf, &meta, ctx);
+    note
 }
 
 /// Streams the next chunk of an archive member: the carried overlap, then
@@ -251,7 +354,7 @@ fn member_chunk(
     if let Some(e) = error {
         // Keep what was read: scan it as the member's last chunk.
         let meta = chunks.advance(&buf, true);
-        obj.set_end(ObjectEnd::Skipped(e.skip_reason()));
+        end_skipped(ctx, &obj, e.skip_reason(), e.detail().to_owned());
         let path = obj.path().clone();
         if on_error(shared, &mut archive, &path, &e, true, ctx) {
             ctx.spawn_local(Task::Enumerate {

@@ -76,6 +76,11 @@ pub struct ObjectDescriptor {
     /// Open with symlinks followed in the last component (a path named on
     /// the command line, or `--follow-symlinks`).
     pub follow: bool,
+    /// Read as a stream (standard input, a FIFO named on the command line):
+    /// no size up front, no positional reads, no archive detection.
+    pub stream: bool,
+    /// The stream is standard input (`-`).
+    pub stdin: bool,
 }
 
 impl ObjectDescriptor {
@@ -87,6 +92,8 @@ impl ObjectDescriptor {
             id: 0,
             level,
             follow: false,
+            stream: false,
+            stdin: false,
         }
     }
 }

@@ -34,8 +34,9 @@ pub use run::{run, scan, Accounting, ScanReport, Tuning};
 pub use task::{ChunkSpan, EnumCursor, FetchState, Task, ENUM_BATCH_SIZE};
 
 use crate::archive::{ArchiveLimits, ArchivePolicy};
-use crate::report::{Finding, Progress, ScanError};
+use crate::report::{Finding, ObjPath, Progress, ScanError};
 use crate::rules::{Match, RuleSet, Scratch};
+use crate::skip::{SkipReason, SkippedEntry};
 use crate::trace::{TaskKind, TraceRecorder, TraceSink};
 use frontier::SKIP_LABELS;
 
@@ -83,9 +84,14 @@ pub(crate) struct Counters {
     pub(crate) scan_count: u64,
     pub(crate) bytes_scanned: u64,
     pub(crate) raw_findings: u64,
+    /// Matches left out because their line carries `gitleaks:allow` or
+    /// `magpie:allow`.
+    pub(crate) inline_allowed: u64,
     /// Objects counted as skipped when they were discovered (they never
     /// took a frontier place), by label index.
     pub(crate) skipped_at_discovery: [u64; SKIP_LABELS],
+    /// What the walk's filters left out (ignore files, `--exclude`).
+    pub(crate) excluded: crate::walk::Exclusions,
 }
 
 impl Counters {
@@ -99,8 +105,12 @@ impl Counters {
             scan_count,
             bytes_scanned,
             raw_findings,
+            inline_allowed,
             skipped_at_discovery,
+            excluded,
         } = o;
+        self.inline_allowed += inline_allowed;
+        self.excluded.add(excluded);
         self.enumerate_count += enumerate_count;
         self.enumerate_backpressure += enumerate_backpressure;
         self.fetch_sync_count += fetch_sync_count;
@@ -123,6 +133,7 @@ impl Counters {
 pub(crate) struct Totals {
     pub(crate) counters: Counters,
     pub(crate) findings: Vec<Finding>,
+    pub(crate) skipped: Vec<SkippedEntry>,
     pub(crate) scratches_dropped: usize,
 }
 
@@ -134,6 +145,8 @@ pub(crate) struct WorkerScratch {
     pub(crate) rules: Scratch,
     pub(crate) matches: Vec<Match>,
     pub(crate) findings: Vec<Finding>,
+    /// Every skip this worker met, named.
+    pub(crate) skipped: Vec<SkippedEntry>,
     pub(crate) counters: Counters,
     pub(crate) trace: TraceRecorder,
 }
@@ -154,6 +167,7 @@ impl WorkerScratch {
             rules: Scratch::new(),
             matches: Vec::new(),
             findings: Vec::new(),
+            skipped: Vec::new(),
             counters: Counters::default(),
             trace: sink.map_or_else(TraceRecorder::disabled, |s| s.recorder(worker)),
         }
@@ -165,6 +179,7 @@ impl Drop for WorkerScratch {
         let mut t = lock(&self.shared.totals);
         t.counters.add(&self.counters);
         t.findings.append(&mut self.findings);
+        t.skipped.append(&mut self.skipped);
         t.scratches_dropped += 1;
     }
 }
@@ -257,6 +272,41 @@ impl Shared {
             1
         }
     }
+}
+
+/// Records that `n` objects at `path` were skipped for `reason` at the
+/// moment they were discovered (they never took a frontier place): counted
+/// by label, and named in the report.
+pub(crate) fn skip_at_discovery(
+    shared: &Shared,
+    ctx: &mut Ctx,
+    path: ObjPath,
+    reason: SkipReason,
+    n: u64,
+    detail: String,
+) {
+    ctx.scratch.counters.skipped_at_discovery[frontier::label_index(&reason)] += n;
+    if let Some(p) = &shared.progress {
+        p.add_skipped(n);
+    }
+    ctx.scratch.skipped.push(SkippedEntry {
+        path,
+        reason,
+        count: n,
+        detail,
+    });
+}
+
+/// Ends `obj` skipped for `reason` (its frontier place counts it) and names
+/// it in the report.
+pub(crate) fn end_skipped(ctx: &mut Ctx, obj: &ObjectRef, reason: SkipReason, detail: String) {
+    obj.set_end(ObjectEnd::Skipped(reason));
+    ctx.scratch.skipped.push(SkippedEntry {
+        path: obj.path().clone(),
+        reason,
+        count: 1,
+        detail,
+    });
 }
 
 /// Parks `task` on `key` (README.md, "Parking"); spawns whatever the

@@ -19,7 +19,7 @@ use crate::report::{
     finalize, Finding, Outcome, Progress, ProgressDisplay, Reporter, ScanError, Summary,
 };
 use crate::rules::{PrefilterKind, RuleSet};
-use crate::skip::SkipReason;
+use crate::skip::{sort_skipped, SkipReason, SkippedEntry};
 use crate::trace::{TraceSink, DEFAULT_MAX_EVENTS};
 use crate::walk::{WalkConfig, WalkCursor};
 
@@ -173,6 +173,8 @@ impl Accounting {
 pub struct ScanReport {
     /// Sorted, de-duplicated, fingerprinted.
     pub findings: Vec<Finding>,
+    /// Every skip, named, sorted by path.
+    pub skipped: Vec<SkippedEntry>,
     /// Totals; `summary.metrics` holds every counter.
     pub summary: Summary,
     /// The accounting check's numbers.
@@ -227,13 +229,9 @@ pub fn scan_with(
 ) -> Result<ScanReport, ScanError> {
     let started = Instant::now();
     for root in &config.paths {
-        if let Err(source) = std::fs::symlink_metadata(root) {
-            return Err(ScanError::Root {
-                path: root.clone(),
-                source,
-            });
-        }
+        check_root(root)?;
     }
+    crate::walk::compile_excludes(&config.exclude).map_err(ScanError::Usage)?;
     let workers = config.workers.max(1);
     let settings = settings(config, &rules);
     let level0 = tuning
@@ -267,8 +265,9 @@ pub fn scan_with(
             config.paths.clone(),
             WalkConfig {
                 follow_symlinks: config.follow_symlinks,
-                no_ignore: !config.respect_ignore_files,
+                respect_ignore: config.respect_ignore_files,
                 max_file_size: config.max_file_size,
+                exclude: config.exclude.clone(),
             },
         ),
         batch: Vec::with_capacity(super::ENUM_BATCH_SIZE),
@@ -334,6 +333,8 @@ pub fn scan_with(
     );
     let mut findings = totals.findings;
     finalize(&mut findings);
+    let mut skipped = totals.skipped;
+    sort_skipped(&mut skipped);
     let summary = summary(
         config,
         &shared,
@@ -349,6 +350,7 @@ pub fn scan_with(
     }
     Ok(ScanReport {
         findings,
+        skipped,
         summary,
         accounting,
         runtime,
@@ -438,6 +440,11 @@ fn summary(
         m.insert(k, v);
     }
     Summary {
+        excluded: c.excluded,
+        respect_gitignore: config.respect_ignore_files,
+        skip_hint: false,
+        inline_allowed: c.inline_allowed,
+        ignore_file_suppressed: 0,
         files_scanned: acc.scanned,
         bytes_scanned: c.bytes_scanned,
         skipped,
@@ -450,6 +457,37 @@ fn summary(
         trace_events_dropped: trace_dropped,
         metrics: m,
     }
+}
+
+/// A path named on the command line must exist and be readable: a file is
+/// opened (without blocking: a FIFO is fine), a directory listed. Anything
+/// else is an error before the scan starts, `PATH: Permission denied`, as
+/// ripgrep says it. `-` is standard input; a FIFO is only `stat`ed.
+fn check_root(root: &std::path::Path) -> Result<(), ScanError> {
+    if crate::source::is_stdin(root) {
+        return Ok(());
+    }
+    let err = |source| ScanError::Root {
+        path: root.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(root).map_err(err)?;
+    if std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()) {
+        // Opening it here, even without blocking, would meet its writer
+        // and close on it: the FetchSync opens it once.
+        return Ok(());
+    }
+    if meta.is_dir() {
+        std::fs::read_dir(root).map_err(err)?;
+    } else {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+            .open(root)
+            .map_err(err)?;
+    }
+    Ok(())
 }
 
 /// Scans with the configuration's rules and no reporting (tests and
@@ -490,5 +528,10 @@ pub fn run(config: Config) -> Result<Outcome, ScanError> {
         let mut err = std::io::stderr().lock();
         let _ = writeln!(err, "runtime:\n{}", report.runtime);
     }
-    reporter.finish(report.findings, summary, &mut std::io::stderr().lock())
+    reporter.finish(
+        report.findings,
+        &report.skipped,
+        summary,
+        &mut std::io::stderr().lock(),
+    )
 }

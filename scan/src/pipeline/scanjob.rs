@@ -54,6 +54,10 @@ pub(super) fn run(
         let meta = chunk.meta(buf.len());
         let mut loc = Locator::new(&meta);
         for m in &sc.matches {
+            if line_allows(&buf, m.secret_start, m.secret_end) {
+                sc.counters.inline_allowed += 1;
+                continue;
+            }
             sc.findings.push(finding(shared, &obj, &buf, m, &mut loc));
         }
     }
@@ -86,6 +90,23 @@ fn finding(shared: &Shared, obj: &ObjectRef, buf: &[u8], m: &Match, loc: &mut Lo
     f
 }
 
+/// The markers that suppress a finding on their line: gitleaks' spelling
+/// and magpie's own.
+pub const ALLOW_MARKERS: [&[u8]; 2] = [b"gitleaks:allow", b"magpie:allow"];
+
+/// Whether the line holding the secret `buf[start..end]` carries an allow
+/// marker (anywhere on the line, usually in a trailing comment). The line
+/// is searched as far as the buffer holds it: at least the rule context on
+/// each side of the secret.
+fn line_allows(buf: &[u8], start: usize, end: usize) -> bool {
+    let from = memchr::memrchr(b'\n', &buf[..start]).map_or(0, |i| i + 1);
+    let to = memchr::memchr(b'\n', &buf[end..]).map_or(buf.len(), |i| end + i);
+    let line = &buf[from..to];
+    ALLOW_MARKERS
+        .iter()
+        .any(|m| memchr::memmem::find(line, m).is_some())
+}
+
 /// The line holding `buf[pos]`, clipped to [`CONTEXT_BEFORE`] bytes before
 /// `pos` and [`CONTEXT_AFTER`] after it, within the buffer.
 fn context_line(buf: &[u8], pos: usize) -> Vec<u8> {
@@ -99,6 +120,16 @@ fn context_line(buf: &[u8], pos: usize) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::context_line;
+
+    #[test]
+    fn an_allow_marker_on_the_secrets_line_suppresses_it_and_only_there() {
+        use super::line_allows;
+        let buf = b"a = SECRET1 # gitleaks:allow\nb = SECRET2\nc = SECRET3 // magpie:allow";
+        let at = |s: &[u8]| memchr::memmem::find(buf, s).unwrap();
+        assert!(line_allows(buf, at(b"SECRET1"), at(b"SECRET1") + 7));
+        assert!(!line_allows(buf, at(b"SECRET2"), at(b"SECRET2") + 7));
+        assert!(line_allows(buf, at(b"SECRET3"), at(b"SECRET3") + 7));
+    }
 
     #[test]
     fn context_is_the_secrets_line_clipped_to_the_buffer() {

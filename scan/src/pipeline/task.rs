@@ -123,6 +123,16 @@ pub enum FetchState {
         /// The chunk plan so far.
         chunks: ChunkCursor,
     },
+    /// A stream root (standard input, a FIFO named on the command line),
+    /// read in order to its end.
+    Stream {
+        /// The open stream.
+        file: File,
+        /// The chunk plan so far.
+        chunks: ChunkCursor,
+        /// The overlap carried forward (a stream cannot be re-read).
+        carry: Vec<u8>,
+    },
     /// An archive member, streamed.
     Member {
         /// The archive stack; its innermost cursor's current member is this

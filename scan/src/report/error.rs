@@ -93,6 +93,9 @@ pub enum ScanError {
         /// Why.
         source: io::Error,
     },
+    /// A command-line value that could not be used (a bad `--exclude`
+    /// glob, ...).
+    Usage(String),
     /// Anything else.
     Other(String),
 }
@@ -121,13 +124,14 @@ impl fmt::Display for ScanError {
         match self {
             ScanError::BrokenPipe => f.write_str("broken pipe"),
             ScanError::Root { path, source } => {
-                write!(f, "cannot read {}: {source}", path.display())
+                // As ripgrep says it: `PATH: Permission denied (os error 13)`.
+                write!(f, "{}: {source}", path.display())
             }
             ScanError::Rules(m) => write!(f, "rules: {m}"),
             ScanError::Baseline(e) => write!(f, "{e}"),
             ScanError::FailRun(m) => write!(f, "stopped by --archive-policy fail-run: {m}"),
             ScanError::Output { what, source } => write!(f, "cannot write {what}: {source}"),
-            ScanError::Other(m) => f.write_str(m),
+            ScanError::Usage(m) | ScanError::Other(m) => f.write_str(m),
         }
     }
 }
@@ -141,13 +145,20 @@ pub struct Outcome {
     pub reported: u64,
     /// The run's totals.
     pub summary: Summary,
+    /// Objects not scanned that `--fail-on-skip` counts, when it was given
+    /// (0 otherwise): any makes the exit code 2.
+    pub fail_on_skip: u64,
+    /// The exit code for findings (`--exit-code`); `None` is
+    /// [`EXIT_FINDINGS`].
+    pub findings_exit: Option<u8>,
 }
 
 /// The process exit code for a scan's result: 0 nothing reported, 1 findings
 /// reported, 2 error. A broken pipe counts as success.
 pub fn exit_code(result: &Result<Outcome, ScanError>) -> u8 {
     match result {
-        Ok(o) if o.reported > 0 => EXIT_FINDINGS,
+        Ok(o) if o.fail_on_skip > 0 => EXIT_ERROR,
+        Ok(o) if o.reported > 0 => o.findings_exit.unwrap_or(EXIT_FINDINGS),
         Ok(_) | Err(ScanError::BrokenPipe) => EXIT_CLEAN,
         Err(_) => EXIT_ERROR,
     }
@@ -157,6 +168,13 @@ pub fn exit_code(result: &Result<Outcome, ScanError>) -> u8 {
 /// and for a broken pipe).
 pub fn error_message(result: &Result<Outcome, ScanError>) -> Option<String> {
     match result {
+        Ok(o) if o.fail_on_skip > 0 => Some(format!(
+            "scan: error: {} not scanned and --fail-on-skip was given (the report names them)",
+            match o.fail_on_skip {
+                1 => "1 file or archive member was".to_owned(),
+                n => format!("{n} files or archive members were"),
+            }
+        )),
         Ok(_) | Err(ScanError::BrokenPipe) => None,
         Err(e) => Some(format!("scan: error: {e}")),
     }

@@ -179,12 +179,35 @@ pub fn redact(secret: &[u8]) -> Vec<u8> {
     out
 }
 
+/// `secret` with `percent` of it hidden (`--redact=PERCENT`): the first
+/// `len × (100 − percent) / 100` bytes, backed off to a UTF-8 character
+/// boundary, then `…`. 100 shows `…` alone; `None` is [`redact`]'s short
+/// form. The shown part is never the whole secret.
+pub fn redact_percent(secret: &[u8], percent: Option<u8>) -> Vec<u8> {
+    let Some(p) = percent else {
+        return redact(secret);
+    };
+    let keep = secret.len() * usize::from(100 - p.min(100)) / 100;
+    let mut n = keep.min(secret.len().saturating_sub(1));
+    while n > 0 && n < secret.len() && (secret[n] & 0xC0) == 0x80 {
+        n -= 1;
+    }
+    let mut out = secret[..n].to_vec();
+    out.extend_from_slice("…".as_bytes());
+    out
+}
+
 /// `context` with every occurrence of `secret` replaced by [`redact`]`(secret)`.
 pub fn redact_in(context: &[u8], secret: &[u8]) -> Vec<u8> {
+    redact_in_percent(context, secret, None)
+}
+
+/// [`redact_in`] with [`redact_percent`]'s form.
+pub fn redact_in_percent(context: &[u8], secret: &[u8], percent: Option<u8>) -> Vec<u8> {
     if secret.is_empty() {
         return context.to_vec();
     }
-    let red = redact(secret);
+    let red = redact_percent(secret, percent);
     let mut out = Vec::with_capacity(context.len());
     let mut last = 0;
     for at in memchr::memmem::find_iter(context, secret) {
@@ -229,6 +252,19 @@ mod tests {
             assert!(len == 0 || shown.len() < len, "len {len}");
             assert!(secret.starts_with(shown));
         }
+    }
+
+    #[test]
+    fn redact_percent_hides_that_share_and_never_the_whole_secret() {
+        let s = b"0123456789abcdefghij";
+        assert_eq!(redact_percent(s, Some(100)), "…".as_bytes());
+        assert_eq!(redact_percent(s, Some(75)), "01234…".as_bytes());
+        assert_eq!(
+            redact_percent(s, Some(0)),
+            "0123456789abcdefghi…".as_bytes()
+        );
+        assert_eq!(redact_percent(s, None), redact(s));
+        assert_eq!(redact_percent(b"", Some(50)), "…".as_bytes());
     }
 
     #[test]

@@ -8,10 +8,11 @@
 use std::io::Write;
 
 use super::error::OutputError;
-use super::finding::{redact, Finding};
+use super::finding::Finding;
 use super::json::push_bytes_str;
 use super::summary::Summary;
 use super::WriteOptions;
+use crate::skip::SkippedEntry;
 
 /// The keys of a finding object, in the order they are written.
 pub const FINDING_KEYS: [&str; 8] = [
@@ -26,7 +27,7 @@ pub const FINDING_KEYS: [&str; 8] = [
 ];
 
 /// Appends one finding as a JSON object (no trailing newline).
-pub fn push_finding(buf: &mut Vec<u8>, f: &Finding, redact_secret: bool) {
+pub fn push_finding(buf: &mut Vec<u8>, f: &Finding, opts: &WriteOptions) {
     buf.extend_from_slice(b"{\"rule\":");
     push_bytes_str(buf, f.rule.as_bytes());
     buf.extend_from_slice(b",\"description\":");
@@ -40,27 +41,48 @@ pub fn push_finding(buf: &mut Vec<u8>, f: &Finding, redact_secret: bool) {
         )
         .as_bytes(),
     );
-    if redact_secret {
-        push_bytes_str(buf, &redact(&f.secret));
-    } else {
-        push_bytes_str(buf, &f.secret);
-    }
+    push_bytes_str(buf, &opts.shown_secret(&f.secret));
     buf.extend_from_slice(b",\"fingerprint\":");
     push_bytes_str(buf, f.fingerprint.as_bytes());
     buf.push(b'}');
 }
 
-/// Writes one object per finding, one per line. A scan with no findings
-/// writes nothing.
+/// The keys of a skipped-entry object, in the order they are written.
+pub const SKIPPED_KEYS: [&str; 5] = ["type", "path", "reason", "message", "count"];
+
+/// Appends one skipped entry as a JSON object: `{"type":"skipped","path":
+/// ...,"reason":"too_large","message":"...","count":1}`. `reason` is the
+/// stable label; `count` is more than 1 only for the unread rest of an
+/// archive, named by the archive.
+pub fn push_skipped(buf: &mut Vec<u8>, e: &SkippedEntry) {
+    buf.extend_from_slice(b"{\"type\":\"skipped\",\"path\":");
+    push_bytes_str(buf, &e.path.to_bytes());
+    buf.extend_from_slice(b",\"reason\":");
+    push_bytes_str(buf, e.reason.label().as_bytes());
+    buf.extend_from_slice(b",\"message\":");
+    push_bytes_str(buf, e.message().as_bytes());
+    buf.extend_from_slice(format!(",\"count\":{}}}", e.count).as_bytes());
+}
+
+/// Writes one object per finding, one per line, then one line per skipped
+/// entry (`"type":"skipped"`). A clean scan that skipped nothing writes
+/// nothing.
 pub fn write_jsonl(
     out: &mut dyn Write,
     findings: &[Finding],
+    skipped: &[SkippedEntry],
     opts: &WriteOptions,
 ) -> Result<(), OutputError> {
     let mut buf = Vec::with_capacity(512);
     for f in findings {
         buf.clear();
-        push_finding(&mut buf, f, opts.redact);
+        push_finding(&mut buf, f, opts);
+        buf.push(b'\n');
+        out.write_all(&buf)?;
+    }
+    for e in skipped {
+        buf.clear();
+        push_skipped(&mut buf, e);
         buf.push(b'\n');
         out.write_all(&buf)?;
     }
@@ -68,11 +90,13 @@ pub fn write_jsonl(
     Ok(())
 }
 
-/// Writes one document: `{"findings": [...], "summary": {...}}`, with one
-/// finding per line so the file diffs well.
+/// Writes one document: `{"findings": [...], "skipped": [...], "summary":
+/// {...}}`, with one finding or skipped entry per line so the file diffs
+/// well.
 pub fn write_json(
     out: &mut dyn Write,
     findings: &[Finding],
+    skipped: &[SkippedEntry],
     summary: &Summary,
     opts: &WriteOptions,
 ) -> Result<(), OutputError> {
@@ -84,10 +108,23 @@ pub fn write_json(
             buf.push(b',');
         }
         buf.extend_from_slice(b"\n  ");
-        push_finding(&mut buf, f, opts.redact);
+        push_finding(&mut buf, f, opts);
         out.write_all(&buf)?;
     }
     if !findings.is_empty() {
+        out.write_all(b"\n")?;
+    }
+    out.write_all(b"],\n\"skipped\":[")?;
+    for (i, e) in skipped.iter().enumerate() {
+        buf.clear();
+        if i > 0 {
+            buf.push(b',');
+        }
+        buf.extend_from_slice(b"\n  ");
+        push_skipped(&mut buf, e);
+        out.write_all(&buf)?;
+    }
+    if !skipped.is_empty() {
         out.write_all(b"\n")?;
     }
     out.write_all(b"],\n\"summary\":")?;

@@ -22,6 +22,7 @@
 pub mod baseline;
 pub mod error;
 pub mod finding;
+pub mod ignorefile;
 pub mod json;
 pub mod jsonl;
 pub mod path;
@@ -39,12 +40,14 @@ pub use error::{
     error_message, exit_code, BaselineError, Outcome, OutputError, ScanError, EXIT_CLEAN,
     EXIT_ERROR, EXIT_FINDINGS,
 };
-pub use finding::{finalize, fingerprint, redact, Finding};
+pub use finding::{finalize, fingerprint, redact, redact_percent, Finding};
+pub use ignorefile::IgnoreFile;
 pub use path::ObjPath;
 pub use progress::{Progress, ProgressDisplay, ProgressSnapshot};
 pub use summary::Summary;
 
 use crate::cli::Config;
+use crate::skip::SkippedEntry;
 
 /// An output format (`--format`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -65,6 +68,9 @@ pub enum Format {
 pub struct WriteOptions {
     /// Show secrets as a short prefix and `…` (`--redact`).
     pub redact: bool,
+    /// With `redact`: hide this percent of each secret (`--redact=PERCENT`)
+    /// instead of the short form.
+    pub redact_percent: Option<u8>,
     /// ANSI colour in `text` (resolved from `--color`, the terminal and
     /// `NO_COLOR`).
     pub color: bool,
@@ -75,10 +81,22 @@ pub struct WriteOptions {
     pub tool_version: &'static str,
 }
 
+impl WriteOptions {
+    /// `secret` as the options show it.
+    pub fn shown_secret(&self, secret: &[u8]) -> Vec<u8> {
+        if self.redact {
+            finding::redact_percent(secret, self.redact_percent)
+        } else {
+            secret.to_vec()
+        }
+    }
+}
+
 impl Default for WriteOptions {
     fn default() -> Self {
         Self {
             redact: false,
+            redact_percent: None,
             color: false,
             base_dir: None,
             tool_version: env!("CARGO_PKG_VERSION"),
@@ -92,14 +110,25 @@ pub fn write_report(
     out: &mut dyn Write,
     format: Format,
     findings: &[Finding],
+    skipped: &[SkippedEntry],
     summary: &Summary,
     opts: &WriteOptions,
 ) -> Result<(), OutputError> {
     match format {
         Format::Text => text::write_text(out, findings, opts),
-        Format::Jsonl => jsonl::write_jsonl(out, findings, opts),
-        Format::Json => jsonl::write_json(out, findings, summary, opts),
-        Format::Sarif => sarif::write_sarif(out, findings, opts),
+        Format::Jsonl => jsonl::write_jsonl(out, findings, skipped, opts),
+        Format::Json => jsonl::write_json(out, findings, skipped, summary, opts),
+        Format::Sarif => sarif::write_sarif(out, findings, skipped, opts),
+    }
+}
+
+/// The directory SARIF's `%SRCROOT%` stands for: the scan root when one
+/// directory is scanned (reported paths are below it), else the working
+/// directory.
+fn sarif_base_dir(paths: &[PathBuf]) -> Option<PathBuf> {
+    match paths {
+        [one] if one.is_dir() => std::path::absolute(one).ok(),
+        _ => std::env::current_dir().ok(),
     }
 }
 
@@ -113,6 +142,10 @@ pub struct Reporter {
     out_name: String,
     metrics: bool,
     stderr_color: bool,
+    verbose: bool,
+    fail_on_skip: bool,
+    findings_exit: u8,
+    ignore: IgnoreFile,
 }
 
 impl std::fmt::Debug for Reporter {
@@ -131,6 +164,16 @@ impl Reporter {
     /// `--output`), so that both fail before the scan starts.
     pub fn from_config(cfg: &Config) -> Result<Self, ScanError> {
         let baseline = cfg.baseline.as_deref().map(Baseline::load).transpose()?;
+        let mut ignore = IgnoreFile::default();
+        if !cfg.no_ignore_file {
+            for root in cfg.paths.iter().filter(|p| p.is_dir()) {
+                let implicit = root.join(ignorefile::IGNORE_FILE_NAME);
+                ignore.extend(IgnoreFile::load(&implicit, true).map_err(ScanError::Usage)?);
+            }
+        }
+        if let Some(path) = &cfg.ignore_file {
+            ignore.extend(IgnoreFile::load(path, false).map_err(ScanError::Usage)?);
+        }
         let no_color = std::env::var_os("NO_COLOR");
         let (out, out_name, is_tty): (Box<dyn Write + Send>, String, bool) = match &cfg.output {
             Some(path) => {
@@ -153,8 +196,9 @@ impl Reporter {
         };
         let opts = WriteOptions {
             redact: cfg.redact,
+            redact_percent: cfg.redact_percent,
             color: text::color_enabled(cfg.color, is_tty, no_color.as_deref()),
-            base_dir: std::env::current_dir().ok(),
+            base_dir: sarif_base_dir(&cfg.paths),
             ..WriteOptions::default()
         };
         let stderr_color =
@@ -167,6 +211,10 @@ impl Reporter {
             out_name,
             metrics: cfg.metrics,
             stderr_color,
+            verbose: cfg.verbose,
+            fail_on_skip: cfg.fail_on_skip,
+            findings_exit: cfg.exit_code,
+            ignore,
         })
     }
 
@@ -185,6 +233,10 @@ impl Reporter {
             out_name: "output".into(),
             metrics: false,
             stderr_color: false,
+            verbose: false,
+            fail_on_skip: false,
+            findings_exit: EXIT_FINDINGS,
+            ignore: IgnoreFile::default(),
         }
     }
 
@@ -198,6 +250,7 @@ impl Reporter {
     pub fn finish(
         mut self,
         mut findings: Vec<Finding>,
+        skipped: &[SkippedEntry],
         mut summary: Summary,
         stderr: &mut dyn Write,
     ) -> Result<Outcome, ScanError> {
@@ -206,17 +259,41 @@ impl Reporter {
             Some(b) => b.filter(&mut findings),
             None => 0,
         };
+        summary.ignore_file_suppressed = self.ignore.filter(&mut findings);
         summary.findings = findings.len() as u64;
         if !self.metrics {
             // The counters are shown (on stderr and in json) only with --metrics.
             summary.metrics.clear();
         }
-        write_report(&mut *self.out, self.format, &findings, &summary, &self.opts)
-            .map_err(|e| ScanError::output(self.out_name.clone(), e))?;
+        write_report(
+            &mut *self.out,
+            self.format,
+            &findings,
+            skipped,
+            &summary,
+            &self.opts,
+        )
+        .map_err(|e| ScanError::output(self.out_name.clone(), e))?;
+        if self.verbose {
+            let _ = text::write_skipped(stderr, skipped);
+        }
+        summary.skip_hint = !self.verbose && self.format == Format::Text;
         let _ = summary.write_text(stderr, self.stderr_color, self.metrics);
+        summary.skip_hint = false;
+        let fail_on_skip = if self.fail_on_skip {
+            skipped
+                .iter()
+                .filter(|s| crate::skip::counts_as_partial(&s.reason))
+                .map(|s| s.count)
+                .sum()
+        } else {
+            0
+        };
         Ok(Outcome {
             reported: findings.len() as u64,
             summary,
+            fail_on_skip,
+            findings_exit: Some(self.findings_exit),
         })
     }
 }

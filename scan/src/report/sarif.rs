@@ -23,9 +23,10 @@ use std::io::Write;
 use std::path::{Component, Path};
 
 use super::error::OutputError;
-use super::finding::{redact, Finding};
+use super::finding::Finding;
 use super::json::push_bytes_str;
 use super::WriteOptions;
+use crate::skip::SkippedEntry;
 
 /// The schema URI written in `$schema`.
 pub const SARIF_SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
@@ -112,6 +113,13 @@ pub fn file_uri(path: &Path, dir: bool) -> String {
     uri
 }
 
+/// The on-disk file of `path` as reports show it (relative to the scan
+/// root, which `%SRCROOT%` names).
+fn shown_file(path: &super::ObjPath) -> std::path::PathBuf {
+    use std::os::unix::ffi::OsStrExt;
+    std::path::PathBuf::from(std::ffi::OsStr::from_bytes(path.file_bytes()))
+}
+
 fn lossy(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -124,6 +132,7 @@ fn push_str(buf: &mut Vec<u8>, s: &str) {
 pub fn write_sarif(
     out: &mut dyn Write,
     findings: &[Finding],
+    skipped: &[SkippedEntry],
     opts: &WriteOptions,
 ) -> Result<(), OutputError> {
     // Rules with a result, in id order; a result's ruleIndex points here.
@@ -161,6 +170,15 @@ pub fn write_sarif(
         push_str(&mut buf, &file_uri(base, true));
         buf.extend_from_slice(b"}}");
     }
+    buf.extend_from_slice(b",\"invocations\":[{\"executionSuccessful\":true");
+    buf.extend_from_slice(b",\"toolExecutionNotifications\":[");
+    for (i, e) in skipped.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        push_notification(&mut buf, e, opts);
+    }
+    buf.extend_from_slice(b"]}]");
     buf.extend_from_slice(b",\"results\":[");
     out.write_all(&buf)?;
 
@@ -202,13 +220,37 @@ fn push_rule(buf: &mut Vec<u8>, id: &str, desc: &str) {
     );
 }
 
+/// A skipped entry as a `toolExecutionNotification`: level `warning`, the
+/// reason label as `descriptor.id`, the path and reason in the message, and
+/// the file on disk as the location (for an archive member, the archive;
+/// `properties.archiveMember` names the member).
+fn push_notification(buf: &mut Vec<u8>, e: &SkippedEntry, opts: &WriteOptions) {
+    let file = shown_file(&e.path);
+    let loc = artifact_uri(&file, opts.base_dir.as_deref());
+    buf.extend_from_slice(b"{\"level\":\"warning\",\"descriptor\":{\"id\":");
+    push_str(buf, e.reason.label());
+    buf.extend_from_slice(b"},\"message\":{\"text\":");
+    push_str(buf, &format!("not scanned: {}: {}", e.path, e.message()));
+    buf.extend_from_slice(
+        b"},\"locations\":[{\"physicalLocation\":{\"artifactLocation\":{\"uri\":",
+    );
+    push_str(buf, &loc.uri);
+    if let Some(base) = loc.base_id {
+        buf.extend_from_slice(b",\"uriBaseId\":");
+        push_str(buf, base);
+    }
+    buf.extend_from_slice(b"}}}]");
+    if e.path.is_archive_member() {
+        buf.extend_from_slice(b",\"properties\":{\"archiveMember\":");
+        push_str(buf, &lossy(&e.path.member_bytes()));
+        buf.push(b'}');
+    }
+    buf.push(b'}');
+}
+
 fn push_result(buf: &mut Vec<u8>, f: &Finding, rule_index: usize, opts: &WriteOptions) {
-    let secret = if opts.redact {
-        redact(&f.secret)
-    } else {
-        f.secret.clone()
-    };
-    let file = f.path.file_path();
+    let secret = opts.shown_secret(&f.secret);
+    let file = shown_file(&f.path);
     let loc = artifact_uri(&file, opts.base_dir.as_deref());
     let what = if f.description.is_empty() {
         f.rule.clone()

@@ -32,6 +32,19 @@ pub struct Summary {
     pub elapsed: Duration,
     /// Trace events dropped because the `--trace` buffer was full.
     pub trace_events_dropped: u64,
+    /// What ignore files (with `--respect-gitignore`) and `--exclude` left
+    /// out of the walk.
+    pub excluded: crate::walk::Exclusions,
+    /// `--respect-gitignore` was on: the summary says what the rules left out
+    /// even when that is nothing.
+    pub respect_gitignore: bool,
+    /// Matches left out because their line carries `gitleaks:allow` or
+    /// `magpie:allow`.
+    pub inline_allowed: u64,
+    /// Findings left out because a `.gitleaksignore` file lists them.
+    pub ignore_file_suppressed: u64,
+    /// Add "-v names them" to the skipped line (text reports without `-v`).
+    pub skip_hint: bool,
     /// Extra counters shown with `--metrics` (task counts, bytes fetched,
     /// frontier back-pressure, ...), by name.
     pub metrics: BTreeMap<&'static str, u64>,
@@ -77,9 +90,33 @@ impl Summary {
                 .map(|(k, v)| format!("{k} {}", group(*v)))
                 .collect();
             s.push_str(&format!(
-                "skipped {} ({})\n",
+                "skipped {} ({}){}\n",
                 group(self.skipped_total()),
-                parts.join(", ")
+                parts.join(", "),
+                if self.skip_hint {
+                    "; -v names them"
+                } else {
+                    ""
+                }
+            ));
+        }
+        let x = &self.excluded;
+        if self.respect_gitignore || x.ignored_files + x.ignored_dirs > 0 {
+            s.push_str(&format!(
+                "ignore files excluded {} {} and {} {} (--respect-gitignore)\n",
+                group(x.ignored_files),
+                plural(x.ignored_files, "file", "files"),
+                group(x.ignored_dirs),
+                plural(x.ignored_dirs, "directory", "directories"),
+            ));
+        }
+        if x.excluded_files + x.excluded_dirs > 0 {
+            s.push_str(&format!(
+                "--exclude left out {} {} and {} {}\n",
+                group(x.excluded_files),
+                plural(x.excluded_files, "file", "files"),
+                group(x.excluded_dirs),
+                plural(x.excluded_dirs, "directory", "directories"),
             ));
         }
         let colour = if self.findings > 0 { p.red } else { p.green };
@@ -93,11 +130,24 @@ impl Summary {
                 "findings"
             }
         ));
+        let mut hidden = Vec::new();
         if self.baseline_suppressed > 0 {
-            s.push_str(&format!(
-                " ({} more in the baseline)",
+            hidden.push(format!(
+                "{} more in the baseline",
                 group(self.baseline_suppressed)
             ));
+        }
+        if self.inline_allowed > 0 {
+            hidden.push(format!("{} allowed inline", group(self.inline_allowed)));
+        }
+        if self.ignore_file_suppressed > 0 {
+            hidden.push(format!(
+                "{} in .gitleaksignore",
+                group(self.ignore_file_suppressed)
+            ));
+        }
+        if !hidden.is_empty() {
+            s.push_str(&format!(" ({})", hidden.join(", ")));
         }
         s.push('\n');
         if self.trace_events_dropped > 0 {
@@ -123,15 +173,24 @@ impl Summary {
             self.files_scanned, self.bytes_scanned
         )?;
         write_counters(out, &self.skipped)?;
+        let x = &self.excluded;
         write!(
             out,
-            "}},\"archives\":{},\"archive_members\":{},\"findings\":{},\
-             \"baseline_suppressed\":{},\"workers\":{},\"elapsed_seconds\":{:.6},\
+            "}},\"excluded\":{{\"ignore_files\":{},\"ignore_dirs\":{},\
+             \"exclude_glob_files\":{},\"exclude_glob_dirs\":{}}}",
+            x.ignored_files, x.ignored_dirs, x.excluded_files, x.excluded_dirs
+        )?;
+        write!(
+            out,
+            ",\"archives\":{},\"archive_members\":{},\"findings\":{},\
+             \"baseline_suppressed\":{},\"inline_allowed\":{},\"ignore_file_suppressed\":{},\"workers\":{},\"elapsed_seconds\":{:.6},\
              \"throughput_mb_per_second\":{:.3},\"trace_events_dropped\":{},\"metrics\":{{",
             self.archives,
             self.archive_members,
             self.findings,
             self.baseline_suppressed,
+            self.inline_allowed,
+            self.ignore_file_suppressed,
             self.workers,
             self.elapsed.as_secs_f64(),
             self.throughput_mb_s(),
@@ -151,6 +210,14 @@ fn write_counters(out: &mut dyn Write, m: &BTreeMap<&'static str, u64>) -> io::R
         write!(out, ":{v}")?;
     }
     Ok(())
+}
+
+fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
 }
 
 /// `bytes` over `elapsed` in MB/s (10^6 bytes); 0 for a zero duration.

@@ -3,8 +3,9 @@
 use std::io::Write;
 
 use super::error::OutputError;
-use super::finding::{redact, redact_in, Finding};
+use super::finding::{redact_in_percent, Finding};
 use super::WriteOptions;
+use crate::skip::SkippedEntry;
 
 /// The longest context line shown, in characters; longer ones end in `…`.
 pub const CONTEXT_MAX_CHARS: usize = 240;
@@ -108,11 +109,7 @@ pub fn write_text(
 ) -> Result<(), OutputError> {
     let p = Palette::new(opts.color);
     for f in findings {
-        let secret = if opts.redact {
-            redact(&f.secret)
-        } else {
-            f.secret.clone()
-        };
+        let secret = opts.shown_secret(&f.secret);
         let mut s = format!(
             "{}{}{}  {}\n  {}at{}          {}{}:{}:{}{} (offset {})\n  {}secret{}      {}{}{}\n",
             p.red,
@@ -135,7 +132,7 @@ pub fn write_text(
         );
         if !f.context.is_empty() {
             let ctx = if opts.redact {
-                redact_in(&f.context, &f.secret)
+                redact_in_percent(&f.context, &f.secret, opts.redact_percent)
             } else {
                 f.context.clone()
             };
@@ -154,4 +151,20 @@ pub fn write_text(
     }
     out.flush()?;
     Ok(())
+}
+
+/// Writes one line per skipped entry, `skipped PATH: REASON`, for `-v` (on
+/// standard error, before the summary). Paths and details are made
+/// terminal-safe.
+pub fn write_skipped(out: &mut dyn Write, skipped: &[SkippedEntry]) -> std::io::Result<()> {
+    let mut s = String::new();
+    for e in skipped {
+        s.push_str(&format!(
+            "skipped {}: {} [{}]\n",
+            terminal_safe(&e.path.to_bytes()),
+            terminal_safe(e.message().as_bytes()),
+            e.reason.label()
+        ));
+    }
+    out.write_all(s.as_bytes())
 }

@@ -31,6 +31,7 @@ pub enum Seen {
     File(u64),
     Skipped(SkipReason),
     RootError(std::io::ErrorKind),
+    Stream,
 }
 
 /// Walks `roots` to the end in batches of `batch` and returns every item in
@@ -48,6 +49,7 @@ pub fn walk_all(roots: Vec<PathBuf>, cfg: WalkConfig, batch: usize) -> Vec<(Vec<
                 WalkItem::File { size, .. } => Seen::File(*size),
                 WalkItem::Skipped { reason, .. } => Seen::Skipped(*reason),
                 WalkItem::RootError { error, .. } => Seen::RootError(error.kind()),
+                WalkItem::Stream { .. } => Seen::Stream,
             };
             items.push((item.path().as_os_str().as_bytes().to_vec(), seen));
         }
@@ -104,6 +106,7 @@ pub fn labels(items: &[(Vec<u8>, Seen)]) -> BTreeMap<&'static str, usize> {
             Seen::File(_) => "file",
             Seen::Skipped(r) => r.label(),
             Seen::RootError(_) => "root_error",
+            Seen::Stream => "stream",
         };
         *m.entry(k).or_insert(0) += 1;
     }
