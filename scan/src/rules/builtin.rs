@@ -663,5 +663,11 @@ fn url(id: &str, desc: &str, kws: &[&str], scheme: &str, example: &str) -> B {
 }
 
 pub(super) fn specs() -> Vec<RuleSpec> {
-    table().into_iter().map(|b| b.spec).collect()
+    table()
+        .into_iter()
+        .map(|mut b| {
+            b.spec.source = "built-in".into();
+            b.spec
+        })
+        .collect()
 }
