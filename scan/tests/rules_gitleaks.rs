@@ -291,7 +291,9 @@ fn compiled(spec: &RuleSpec, cache: &mut Vec<(Vec<String>, Regex)>) -> Compiled 
             .parse(&spec.regex)
             .ok()
     };
-    let hir = parse(false).or_else(|| parse(true)).expect("the rule parses");
+    let hir = parse(false)
+        .or_else(|| parse(true))
+        .expect("the rule parses");
     let mut one = |pats: &[String]| -> Vec<Regex> {
         if let Some((_, r)) = cache.iter().find(|(k, _)| k == pats) {
             return vec![r.clone()];

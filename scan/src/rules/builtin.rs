@@ -8,7 +8,7 @@
 //! - [`ctx`]: a format with no distinctive prefix, recognised by a vendor
 //!   name in the variable or key it is assigned to (`HEROKU_API_KEY = ...`).
 
-use super::spec::{AllowlistSpec, RuleSpec};
+use super::spec::{AllowlistSpec, Precision, RuleSpec};
 
 /// Key name, then an assignment: `NAME_suffix"? = "`, `: `, `:=`, `=>`.
 const ASSIGN: &str = r#"[\w.-]{0,25}?["']?\s{0,4}(?::=|=>|=|:)\s{0,4}["'`]?"#;
@@ -40,6 +40,10 @@ impl B {
     }
     fn no_placeholder_check(mut self) -> B {
         self.spec.placeholder_check = false;
+        self
+    }
+    fn precision(mut self, p: Precision) -> B {
+        self.spec.precision = p;
         self
     }
     fn ci(mut self) -> B {
@@ -83,6 +87,7 @@ impl B {
         self
     }
     fn stopwords(mut self, words: &[&str]) -> B {
+        // (`DOCUMENTATION_VALUES` and the JWT's published example.)
         self.spec.allowlists.push(AllowlistSpec {
             description: "published example values".into(),
             stopwords: words.iter().map(|s| s.to_string()).collect(),
@@ -106,7 +111,7 @@ fn base(id: &str, family: &str, desc: &str, kws: &[&str], regex: String, tpl: &s
 
 /// A prefixed token: `regex` is the whole pattern with the secret in group 1.
 fn tok(id: &str, family: &str, desc: &str, kws: &[&str], regex: &str, tpl: &str) -> B {
-    base(id, family, desc, kws, regex.into(), tpl)
+    base(id, family, desc, kws, regex.into(), tpl).precision(Precision::High)
 }
 
 /// A value recognised by the name it is assigned to: `(?i:key)` then
@@ -125,7 +130,9 @@ fn ctx(
     tpl: &str,
 ) -> B {
     let re = format!("(?i:{key}){ASSIGN}({value}){end}");
-    base(id, family, desc, kws, re, tpl).ci()
+    base(id, family, desc, kws, re, tpl)
+        .ci()
+        .precision(Precision::Medium)
 }
 
 fn pem(id: &str, label: &str, desc: &str, body: usize) -> B {
@@ -611,12 +618,15 @@ fn table() -> Vec<B> {
         // ------------------------------------------------------------- generic
         tok("generic-secret-assignment", "generic", "High-entropy value assigned to a password, secret, token or API key",
             &["passw", "secret", "token", "api_key", "apikey", "api-key", "access_key", "auth_key"],
-            r#"(?i:passw(?:or)?d|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key)[\w.-]{0,20}["']?\s{0,4}(?::=|=>|=|:)\s{0,4}["'`]?([A-Za-z0-9+/_.~!@#%^&*=-]{12,100})(?:["'`\s;,]|$)"#,
-            "{alnum:24}").ci().prio(-10).ent(3.5).classes(3)
-            .allow_secret(&[GENERIC_NOT_SECRET_VALUES])
+            r#"(?i:passw(?:or)?d|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key)[\w.-]{0,20}["']?\s{0,4}(?::=|=>|=|:|>)\s{0,4}["'`]?([A-Za-z0-9+/_.~!@#%^*=-]{12,100})(?:["'`\s;,&<]|$)"#,
+            "{alnum:24}").ci().prio(-10).ent(3.5).classes(3).precision(Precision::Low)
+            .allow_secret(&[GENERIC_NOT_SECRET_VALUES, GENERIC_IDENTIFIERS, GENERIC_EXPRESSIONS])
             .allow_match(&[GENERIC_AWS_SECRET_NAMES])
             .allow_line(&[GENERIC_NOT_SECRET_NAMES])
-            .ex(&["db_password = \"{secret}\"", "API_TOKEN={secret}\n", "  client_secret: '{secret}'"])
+            .stopwords(DOCUMENTATION_VALUES)
+            .ex(&["db_password = \"{secret}\"", "API_TOKEN={secret}\n", "  client_secret: '{secret}'",
+                  "https://api.example.net/v1?token={secret}&page=2", "secret={secret};path=/",
+                  "export AUTH_TOKEN='{secret}'", "\"apiKey\": \"{secret}\",", "password := \"{secret}\""])
             .neg(&["password = \"changeme\"", "token = tokenize.generate_tokens(readline)", "SECRET_KEY = \"your-secret-key-here\"",
                    "api_key = \"<YOUR_API_KEY>\"", "password: ${DB_PASSWORD}", "token = \"xxxxxxxxxxxxxxxxxxxx\"",
                    "secret = \"abcdefghijklmnop\"", "password = self._password_manager_value",
@@ -626,19 +636,56 @@ fn table() -> Vec<B> {
                    "\"Resource\":\"arn:aws:secretsmanager:*:*:secret:AmazonSageMaker-*\"",
                    "\"secretsmanager:ResourceTag/RedshiftDataFullAccess\":\"*\"",
                    "if wordToken.type==XPathLexer.WILDCARD :", "keyfile: str, password: _PasswordType | None = None",
-                   "\"ChangeToken\": \"12cs345-67cd-890b-1cd2-c3a4567d89f1\""]),
+                   "\"ChangeToken\": \"12cs345-67cd-890b-1cd2-c3a4567d89f1\"",
+                   // The issue's shapes: identifiers, type annotations, expressions.
+                   "\"V1Secret\": \".models.v1_secret\"", "MsV1_0ChangePassword: MSV1_0_PROTOCOL_MESSAGE_TYPE",
+                   "apiKey: SensitiveString2048;", "out_len = params.shared_secret_len*2;",
+                   "Token: TOKEN_KIND_IDENTIFIER_V2", "secret_len = PyBytes_Size(secret_obj)",
+                   "password: Option<SecretString2048>", "access_key: AccessKeyId128,",
+                   // Documentation values.
+                   "api_key = \"sk_test_4eC39HqLyjWDarjtT1zdp7dc\"", "password = \"P@ssw0rd123!\"",
+                   "password: \"correcthorsebatterystaple1!\""]),
     ]
 }
 
 /// Values that are code, not credentials: dotted identifier chains
 /// (`tokenize.COMMENT`, `self._password_field`), UUIDs (request ids), the
 /// tail of a `==` comparison, and type names (`password: _PasswordType`).
-const GENERIC_NOT_SECRET_VALUES: &str = r"^(?:=.*|_?[A-Z][A-Za-z]*Type|[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$";
+const GENERIC_NOT_SECRET_VALUES: &str = r"^(?:=.*|_?[A-Z][A-Za-z]*Type|\.?[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$";
 /// AWS Secrets Manager names, not values: the `secret:NAME` part of an ARN
 /// and `secretsmanager:ResourceTag/...` policy keys. The match starts at the
 /// keyword, so a value glued to `secret:` with no quote or space is an ARN
 /// segment (YAML needs a space after the colon, JSON a quote).
 const GENERIC_AWS_SECRET_NAMES: &str = r#"^(?i:secret(?:smanager)?):[^\s"'`]"#;
+/// Identifiers, not values: ALL_CAPS constants (`MSV1_0_PROTOCOL_MESSAGE_TYPE`),
+/// CamelCase type names (`SensitiveString2048`, `AccessKeyId128`) and
+/// snake_case names made of words. A random value is almost never built
+/// wholly of words of three or more letters.
+const GENERIC_IDENTIFIERS: &str = r"^(?:_?[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z][A-Z0-9_]{2,}[A-Z]|_?(?:[A-Z][a-z]{2,}|[a-z]{3,})(?:[A-Z][a-z]{2,}|[A-Z]{2,4}|[0-9]+|_[a-z]{2,}|_)*)$";
+/// Expressions: a dotted name, an operator and an operand
+/// (`params.shared_secret_len*2`), or a name times a number (`key_len*8`).
+const GENERIC_EXPRESSIONS: &str =
+    r"^(?:[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+[-+*/%][\w.]+|[A-Za-z_][A-Za-z0-9_]*[*/%][0-9]+)$";
+/// Values published in documentation and tutorials (ASCII case-insensitive
+/// substrings of the secret).
+const DOCUMENTATION_VALUES: &[&str] = &[
+    "4eC39HqLyjWDarjtT1zdp7dc",
+    "correcthorsebatterystaple",
+    "p@ssw0rd",
+    "passw0rd",
+    "hunter2",
+    "s3cr3t",
+    "supersecret",
+    "secret123",
+    "password123",
+    "letmein",
+    "qwerty",
+    "mysecret",
+    "mypassword",
+    "topsecret",
+    "foobar",
+];
+
 /// Names of tokens that are not credentials (pagination, idempotency, CSRF).
 const GENERIC_NOT_SECRET_NAMES: &str = r"(?i)(?:next|page|continuation|request|client|idempotency|csrf|xsrf|sync|cancel(?:lation)?|change|purchase|refresh_?token_?url)[_-]?token";
 
@@ -651,6 +698,7 @@ fn url(id: &str, desc: &str, kws: &[&str], scheme: &str, example: &str) -> B {
     let first = kws[0];
     base(id, "url-credential", desc, kws, re, "{urlpass:16}")
         .ci()
+        .precision(Precision::Medium)
         .ent(2.5)
         .allow_secret(&[URL_PASSWORD_PLACEHOLDERS])
         .ex(&[example])

@@ -17,10 +17,17 @@ pub fn write_list(rules: &RuleSet, json: bool, out: &mut dyn Write) -> io::Resul
                 "keywords": r.keywords,
                 "source": r.source,
                 "pathOnly": r.path_only,
+                "precision": r.precision.as_str(),
             });
             writeln!(out, "{v}")?;
         } else {
-            writeln!(out, "{}  [{}]", r.id, r.source)?;
+            writeln!(
+                out,
+                "{}  [{}, precision {}]",
+                r.id,
+                r.source,
+                r.precision.as_str()
+            )?;
             if !r.description.is_empty() {
                 writeln!(out, "    {}", r.description)?;
             }

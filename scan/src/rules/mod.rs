@@ -20,7 +20,7 @@ use regex::bytes::{CaptureLocations, Regex, RegexBuilder};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 
 pub use prefilter::PrefilterKind;
-pub use spec::{AllowlistSpec, Condition, RegexTarget, RuleError, RuleSpec};
+pub use spec::{AllowlistSpec, Condition, Precision, RegexTarget, RuleError, RuleSpec};
 use template::Rng;
 pub use toml_load::ConfigFile;
 
@@ -84,6 +84,8 @@ pub struct RuleInfo {
     /// A path-only rule: it reports a file whose path matches, with no
     /// regex and an empty secret.
     pub path_only: bool,
+    /// SARIF `precision`.
+    pub precision: Precision,
 }
 
 #[derive(Debug)]
@@ -450,6 +452,7 @@ impl Rule {
             anchored,
             source: spec.source.clone(),
             path_only: false,
+            precision: spec.precision,
         };
         let _ = case_sensitive;
         let rule = Rule {
@@ -497,6 +500,7 @@ impl Rule {
             anchored: false,
             source: spec.source.clone(),
             path_only: true,
+            precision: spec.precision,
         };
         Ok(Rule {
             info,

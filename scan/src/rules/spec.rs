@@ -98,6 +98,47 @@ pub struct RuleSpec {
     /// Where the rule came from (`built-in`, or a config file's name), for
     /// `scan rules`.
     pub source: String,
+    /// SARIF `precision`: how often a finding is a real credential
+    /// (`very-high`, `high`, `medium`, `low`).
+    pub precision: Precision,
+}
+
+/// SARIF's `precision` property of a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// A self-identifying token format with a checksum or long fixed prefix.
+    VeryHigh,
+    /// A distinctive prefix or structure (private keys, `ghp_`, `AKIA`).
+    High,
+    /// Recognised by context: a vendor name in the key it is assigned to, a
+    /// password in a URL.
+    #[default]
+    Medium,
+    /// Keyword plus randomness: often right, often not.
+    Low,
+}
+
+impl Precision {
+    /// The SARIF spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::VeryHigh => "very-high",
+            Precision::High => "high",
+            Precision::Medium => "medium",
+            Precision::Low => "low",
+        }
+    }
+
+    /// Parses the SARIF spelling.
+    pub fn parse(s: &str) -> Option<Precision> {
+        Some(match s {
+            "very-high" => Precision::VeryHigh,
+            "high" => Precision::High,
+            "medium" => Precision::Medium,
+            "low" => Precision::Low,
+            _ => return None,
+        })
+    }
 }
 
 impl RuleSpec {
@@ -124,6 +165,7 @@ impl RuleSpec {
             examples: Vec::new(),
             counter_examples: Vec::new(),
             source: String::new(),
+            precision: Precision::Medium,
         }
     }
 }

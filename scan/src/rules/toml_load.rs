@@ -28,6 +28,7 @@ const RULE_KEYS: &[&str] = &[
     "template",
     "examples",
     "counterExamples",
+    "precision",
     // gitleaks keys magpie cannot honour: the rule is skipped with a warning
     "required",
     "skipReport",
@@ -297,6 +298,14 @@ fn rule(t: &Table, index: usize, source: &str) -> Result<Result<RuleSpec, String
     if let Some(b) = boolean(t, "keywordsCaseSensitive", &id)? {
         spec.keywords_case_sensitive = b;
     }
+    if let Some(p) = string(t, "precision", &id)? {
+        spec.precision = super::spec::Precision::parse(&p).ok_or_else(|| {
+            err_in(
+                &id,
+                format!("precision {p:?} is not very-high, high, medium or low"),
+            )
+        })?;
+    }
     spec.template = string(t, "template", &id)?;
     spec.examples = strings(t, "examples", &id)?;
     spec.counter_examples = strings(t, "counterExamples", &id)?;
@@ -381,6 +390,9 @@ pub fn parse(text: &str, source: &str) -> Result<ConfigFile, RuleError> {
                     ));
                 };
                 match rule(t, i, source)? {
+                    Ok(spec) if file.rules.iter().any(|r| r.id == spec.id) => {
+                        return Err(RuleError::DuplicateId(spec.id))
+                    }
                     Ok(spec) => file.rules.push(spec),
                     Err(w) => file.warnings.push(w),
                 }
