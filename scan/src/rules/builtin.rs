@@ -265,8 +265,10 @@ fn table() -> Vec<B> {
             r"\b(gho_[A-Za-z0-9]{36})\b", "gho_{alnum:36}").ent(3.5).neg(&["gho_{alnum:30}"]),
         tok("github-user-to-server-token", "source-ci", "GitHub App user-to-server token", &["ghu_"],
             r"\b(ghu_[A-Za-z0-9]{36})\b", "ghu_{alnum:36}").ent(3.5).neg(&["ghu_{alnum:30}"]),
-        tok("github-app-token", "source-ci", "GitHub App installation (server-to-server) token", &["ghs_"],
-            r"\b(ghs_[A-Za-z0-9]{36})\b", "ghs_{alnum:36}").ent(3.5).neg(&["ghs_{alnum:30}"]),
+        tok("github-app-token", "source-ci", "GitHub App installation (server-to-server) token, classic 36 and long formats", &["ghs_"],
+            r"\b(ghs_[A-Za-z0-9]{36,255})\b", "ghs_{alnum:36-200}").ent(3.5)
+            .ex(&["{secret}", "GITHUB_TOKEN={secret}", "git clone https://x-access-token:{secret}@github.com/o/r.git"])
+            .neg(&["ghs_{alnum:30}"]),
         tok("github-refresh-token", "source-ci", "GitHub refresh token", &["ghr_"],
             r"\b(ghr_[A-Za-z0-9]{36,76})\b", "ghr_{alnum:76}").ent(3.5).neg(&["ghr_{alnum:30}"]),
         tok("gitlab-pat", "source-ci", "GitLab personal access token", &["glpat-"],
@@ -325,6 +327,9 @@ fn table() -> Vec<B> {
             .neg(&["{alnum:14}.atlasv1.{b64url:20}"]),
         tok("vault-service-token", "source-ci", "HashiCorp Vault service token", &["hvs."],
             &format!(r"\b(hvs\.[A-Za-z0-9_-]{{90,120}}){END_URL}"), "hvs.{b64url:95}").ent(4.0).neg(&["hvs.{b64url:24}"]),
+        ctx("vault-legacy-token", "source-ci", "HashiCorp Vault token, legacy s. format (before Vault 1.10)",
+            &["vault"], r"vault[\w.-]{0,20}?token|x-vault-token", r"s\.[A-Za-z0-9]{24}", r"\b", "s.{alnum:24}").ent(3.5)
+            .ex(&["VAULT_TOKEN={secret}", "X-Vault-Token: {secret}"]).neg(&["VAULT_TOKEN=s.{alnum:10}", "VAULT_TOKEN=s.xxxxxxxxxxxxxxxxxxxxxxxx"]),
         tok("vault-batch-token", "source-ci", "HashiCorp Vault batch token", &["hvb."],
             &format!(r"\b(hvb\.[A-Za-z0-9_-]{{138,}}){END_URL}"), "hvb.{b64url:140}").max(400).ent(4.0).neg(&["hvb.{b64url:24}"]),
         tok("harness-pat", "source-ci", "Harness personal access token", &["pat."],
@@ -355,6 +360,11 @@ fn table() -> Vec<B> {
             r"(https://hooks\.slack\.com/services/T[A-Z0-9]{8,12}/B[A-Z0-9]{8,12}/[A-Za-z0-9]{24})\b",
             "https://hooks.slack.com/services/T{upalnum:10}/B{upalnum:10}/{alnum:24}").ent(3.5).ci()
             .neg(&["https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"]),
+        tok("slack-workflow-webhook-url", "chat", "Slack workflow (Workflow Builder) webhook trigger URL", &["hooks.slack.com"],
+            r"(https://hooks\.slack\.com/(?:workflows|triggers)/T[A-Z0-9]{8,12}/A[A-Z0-9]{8,12}/[0-9]{15,20}/[A-Za-z0-9]{24,32})\b",
+            "https://hooks.slack.com/triggers/T{upalnum:10}/A{upalnum:10}/{digit:18}/{alnum:32}").ent(3.5).ci()
+            .ex(&["{secret}", "SLACK_WORKFLOW_URL={secret}"])
+            .neg(&["https://hooks.slack.com/triggers/T00000000/A00000000/000000000000000/XXXXXXXXXXXXXXXXXXXXXXXX"]),
         ctx("discord-bot-token", "chat", "Discord bot token", &["discord"], "discord",
             r"[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}", END_URL, "M{b64url:25}.{b64url:6}.{b64url:38}")
             .ent(4.0).ex(&["DISCORD_BOT_TOKEN=\"{secret}\""]).neg(&["DISCORD_BOT_TOKEN=\"MTAxxxxxxxxxxxxxxxxxxxxx.Gxxxxx.xxxxxxxxxxxxxxxxxxxxxxxxxxx\""]),
@@ -365,6 +375,11 @@ fn table() -> Vec<B> {
         tok("telegram-bot-token", "chat", "Telegram bot token", &[":AA"],
             &format!(r"\b([0-9]{{8,10}}:AA[A-Za-z0-9_-]{{33}}){END_URL}"), "{digit:10}:AA{b64url:33}").ent(3.5)
             .neg(&["{digit:10}:AA{b64url:20}", "123456789:AAxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"]),
+        tok("teams-workflow-webhook-url", "chat", "Microsoft Teams / Power Automate workflow webhook URL (signed logic.azure.com trigger)", &[".logic.azure.com"],
+            r"(https://[a-z0-9-]{1,40}\.[a-z0-9-]{1,40}\.logic\.azure\.com(?::443)?/workflows/[a-f0-9]{32}/triggers/[A-Za-z0-9_]{1,40}/paths/invoke\?[A-Za-z0-9_.=&%-]{0,120}?sig=[A-Za-z0-9_%-]{43,64})",
+            "https://prod-27.westeurope.logic.azure.com:443/workflows/{hex:32}/triggers/manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig={b64url:43}")
+            .ent(3.5).ci().max(400)
+            .neg(&["https://prod-27.westeurope.logic.azure.com:443/workflows/{hex:32}/triggers/manual/paths/invoke?api-version=2016-06-01"]),
         tok("teams-webhook-url", "chat", "Microsoft Teams incoming webhook URL", &["webhook.office.com"],
             &format!(r"(https://[a-z0-9-]{{1,63}}\.webhook\.office\.com/webhookb2/{UUID}@{UUID}/IncomingWebhook/[a-f0-9]{{32}}/{UUID})\b"),
             "https://contoso.webhook.office.com/webhookb2/{uuid}@{uuid}/IncomingWebhook/{hex:32}/{uuid}").ent(3.5).ci()
@@ -598,6 +613,19 @@ fn table() -> Vec<B> {
         tok("age-secret-key", "private-key", "age encryption secret key", &["AGE-SECRET-KEY-1"],
             r"\b(AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})\b", "AGE-SECRET-KEY-1{BECH32:58}").ent(3.5)
             .neg(&["AGE-SECRET-KEY-1{BECH32:20}"]),
+        // ------------------------------------------------ credentials on the wire
+        tok("curl-basic-auth", "http-credential", "Password passed to curl with -u/--user user:password", &["curl"],
+            r#"\bcurl\b[^\n|;&]{0,200}?\s(?:-u|--user)\s*["']?[^\s:"']{1,64}:([^\s"']{6,128})["']?(?:\s|$)"#,
+            "{urlpass:16}").ci().ent(3.0).precision(Precision::Medium)
+            .allow_secret(&[URL_PASSWORD_PLACEHOLDERS])
+            .ex(&["curl -u deploy:{secret} https://ci.internal.net/api", "curl -s --user 'admin:{secret}' -X POST https://h/"])
+            .neg(&["curl -u user:password https://example.com", "curl -u \"$USER:$PASS\" https://h/", "curl -u admin: https://h/"]),
+        tok("http-authorization-header", "http-credential", "Credential in an HTTP Authorization header (Basic, Bearer or token)", &["authorization"],
+            r#"(?i:authorization)["']?\s{0,4}[:=]\s{0,4}["']?(?i:basic|bearer|token)\s+([A-Za-z0-9+/_.~-]{20,500}={0,2})(?:["'\s;,]|\\[nr]|$)"#,
+            "{b64url:40}").ci().ent(3.5).classes(3).prio(-3).precision(Precision::Medium)
+            .ex(&["Authorization: Bearer {secret}", "-H 'Authorization: Basic {secret}'", "\"authorization\": \"token {secret}\""])
+            .neg(&["Authorization: Bearer <token>", "Authorization: Bearer ${TOKEN}", "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+                   "Authorization: Bearer YOUR_ACCESS_TOKEN_HERE_12"]),
         // ------------------------------------------------- URLs with passwords
         url("postgres-url", "PostgreSQL connection URL with a password", &["postgres://", "postgresql://"], "postgres(?:ql)?",
             "postgres://app_user:{secret}@db.internal:5432/app"),
@@ -613,7 +641,8 @@ fn table() -> Vec<B> {
             r#"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^:@/\s"'<>]{1,64}:([^@/\s"'<>]{3,128})@[A-Za-z0-9\[_-]"#,
             "{urlpass:16}").prio(-5).ent(3.0)
             .allow_secret(&[URL_PASSWORD_PLACEHOLDERS])
-            .ex(&["git clone https://deploy:{secret}@git.internal.net/repo.git"])
+            .ex(&["git clone https://deploy:{secret}@git.internal.net/repo.git", "ftp://backup:{secret}@files.internal.net/dumps/",
+                  "sftp://ops:{secret}@10.0.4.2:22/upload"])
             .neg(&["https://user:password@example.com/", "ftp://anonymous:guest@ftp.example.org/", "http://joe:${PASS}@host/"]),
         // ------------------------------------------------------------- generic
         tok("generic-secret-assignment", "generic", "High-entropy value assigned to a password, secret, token or API key",
