@@ -649,7 +649,7 @@ fn table() -> Vec<B> {
             &["passw", "secret", "token", "api_key", "apikey", "api-key", "access_key", "auth_key"],
             r#"(?i:passw(?:or)?d|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key)[\w.-]{0,20}["']?\s{0,4}(?::=|=>|=|:|>)\s{0,4}["'`]?([A-Za-z0-9+/_.~!@#%^*=-]{12,100})(?:["'`\s;,&<]|$)"#,
             "{alnum:24}").ci().prio(-10).ent(3.5).classes(3).precision(Precision::Low)
-            .allow_secret(&[GENERIC_NOT_SECRET_VALUES, GENERIC_IDENTIFIERS, GENERIC_EXPRESSIONS])
+            .allow_secret(&[GENERIC_NOT_SECRET_VALUES, GENERIC_IDENTIFIERS, GENERIC_EXPRESSIONS, GENERIC_NAMED_VALUES])
             .allow_match(&[GENERIC_AWS_SECRET_NAMES])
             .allow_line(&[GENERIC_NOT_SECRET_NAMES])
             .stopwords(DOCUMENTATION_VALUES)
@@ -673,7 +673,10 @@ fn table() -> Vec<B> {
                    "password: Option<SecretString2048>", "access_key: AccessKeyId128,",
                    // Documentation values.
                    "api_key = \"sk_test_4eC39HqLyjWDarjtT1zdp7dc\"", "password = \"P@ssw0rd123!\"",
-                   "password: \"correcthorsebatterystaple1!\""]),
+                   "password: \"correcthorsebatterystaple1!\"",
+                   "_bindgen_ty_secret: __IncompleteArrayField<u8>,", "Token: DISPID_SpeechObjectTokenCategory,",
+                   "password: MI_UsernamePasswordCreds,", "\"ExportToken\": \"export-token-cu4lg26ofcziixny\"",
+                   "\"Password\": \"PassWordMustBeAtLeast6Chars.\"", "access_token=\"2YotnFZFEjr1zCsicMWpAA\""]),
     ]
 }
 
@@ -690,7 +693,11 @@ const GENERIC_AWS_SECRET_NAMES: &str = r#"^(?i:secret(?:smanager)?):[^\s"'`]"#;
 /// CamelCase type names (`SensitiveString2048`, `AccessKeyId128`) and
 /// snake_case names made of words. A random value is almost never built
 /// wholly of words of three or more letters.
-const GENERIC_IDENTIFIERS: &str = r"^(?:_?[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z][A-Z0-9_]{2,}[A-Z]|_?(?:[A-Z][a-z]{2,}|[a-z]{3,})(?:[A-Z][a-z]{2,}|[A-Z]{2,4}|[0-9]+|_[a-z]{2,}|_)*)$";
+const GENERIC_IDENTIFIERS: &str = r"^(?:_*[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z][A-Z0-9_]{2,}[A-Z]|_*(?:[A-Z][A-Z0-9]*_)*(?:[A-Z][a-z]{2,}|[a-z]{3,})(?:[A-Z][a-z]{2,}|[A-Z]{2,4}|[0-9]+|_[a-z]{2,}|_)*)$";
+/// A value that spells the name of what it stands for (`export-token-cu4lg26`,
+/// `PassWordMustBeAtLeast6Chars.`, `secret%3Dpassword`) is a label or an
+/// encoded key name, not a credential.
+const GENERIC_NAMED_VALUES: &str = r"(?i)token|secret|passw";
 /// Expressions: a dotted name, an operator and an operand
 /// (`params.shared_secret_len*2`), or a name times a number (`key_len*8`).
 const GENERIC_EXPRESSIONS: &str =
@@ -713,6 +720,11 @@ const DOCUMENTATION_VALUES: &[&str] = &[
     "mypassword",
     "topsecret",
     "foobar",
+    // RFC 6749's example access and refresh tokens and client credentials.
+    "2YotnFZFEjr1zCsicMWpAA",
+    "tGzv3JOkF0XG5Qx2TlKWIA",
+    "czZCaGRSa3F0MzpnWDFmQmF0M2JW",
+    "gX1fBat3bV",
 ];
 
 /// Names of tokens that are not credentials (pagination, idempotency, CSRF).

@@ -275,6 +275,7 @@ fn compile(pattern: &str) -> Result<Regex, String> {
         match RegexBuilder::new(pattern)
             .unicode(unicode)
             .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_DFA_CACHE)
             .build()
         {
             Ok(re) => return Ok(re),
@@ -283,6 +284,12 @@ fn compile(pattern: &str) -> Result<Regex, String> {
     }
     Err(last)
 }
+
+/// Most heap the lazy DFA of one rule regex may cache, per thread (the
+/// `regex` crate's `dfa_size_limit`, default 2 MiB). gitleaks' generic rule
+/// (a case-insensitive alternation between bounded repetitions) thrashed a
+/// 2 MiB cache: a third of the CPU of a scan went to rebuilding states.
+const REGEX_DFA_CACHE: usize = 8 << 20;
 
 /// Most heap one compiled rule regex may take (the `regex` crate's
 /// `size_limit`); a bigger one is a rule error.
