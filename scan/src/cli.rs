@@ -103,6 +103,11 @@ pub struct Config {
     pub archive_depth: u32,
     /// What to do with an archive that cannot be read completely.
     pub archive_policy: ArchivePolicy,
+    /// The gitleaks-format config (`-c/--config`); without it,
+    /// `GITLEAKS_CONFIG` or a `.gitleaks.toml` at the scan root is used.
+    pub config_file: Option<PathBuf>,
+    /// `scan rules`: list the rules instead of scanning.
+    pub list_rules: bool,
     /// Extra gitleaks-format TOML rule files, in the order given.
     pub rule_files: Vec<PathBuf>,
     /// Rule ids not to run.
@@ -414,6 +419,21 @@ struct Cli {
     )]
     archive_policy: ArchivePolicy,
 
+    /// Use this gitleaks-format config instead of the built-in rules.
+    #[arg(
+        short = 'c',
+        long = "config",
+        value_name = "FILE",
+        value_parser = clap::value_parser!(PathBuf),
+        long_help = wrap("Scan with the rules of FILE, a gitleaks config (gitleaks' own default \
+                     config loads whole). As in gitleaks, the file replaces the built-in rules \
+                     unless it has [extend] useDefault = true; disabledRules removes rules. \
+                     Without -c, the file named by GITLEAKS_CONFIG, else a .gitleaks.toml at \
+                     the root of the (single) directory scanned, is used. Unsupported parts \
+                     are skipped with a warning. List the resulting rules with `scan rules`.")
+    )]
+    config: Option<PathBuf>,
+
     /// Add rules from a gitleaks-format TOML file (repeatable).
     #[arg(
         long = "rules",
@@ -592,6 +612,8 @@ impl Cli {
                 self.archive_depth
             },
             archive_policy: self.archive_policy,
+            config_file: self.config,
+            list_rules: false,
             rule_files: self.rules,
             exclude_rules: self.exclude_rule,
             baseline: self.baseline,
@@ -618,7 +640,54 @@ impl Cli {
 /// print it with `.print()` and exit with `.exit_code()` (0 for help and
 /// version, 2 for usage errors).
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Config, clap::Error> {
+    let args: Vec<OsString> = args.into_iter().collect();
+    if args.get(1).is_some_and(|a| a == "rules") {
+        return RulesCli::try_parse_from(&args[1..]).map(RulesCli::into_config);
+    }
     Cli::try_parse_from(args).map(Cli::into_config)
+}
+
+/// `scan rules`: list the rules a scan would run (a directory named `rules`
+/// is scanned as `scan ./rules`).
+#[derive(Debug, Parser)]
+#[command(
+    name = "scan rules",
+    about = "List the rules a scan would run: id, description, keywords, and where each came from."
+)]
+struct RulesCli {
+    /// The directory whose .gitleaks.toml would be picked up.
+    #[arg(value_name = "PATH", default_value = ".")]
+    path: PathBuf,
+    /// A gitleaks-format config, as for a scan.
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Extra rule files, as for a scan.
+    #[arg(long = "rules", value_name = "FILE", action = ArgAction::Append)]
+    rules: Vec<PathBuf>,
+    /// Rule ids left out, as for a scan.
+    #[arg(long = "exclude-rule", value_name = "ID", action = ArgAction::Append)]
+    exclude_rule: Vec<String>,
+    /// One JSON object per rule and line.
+    #[arg(long)]
+    json: bool,
+}
+
+impl RulesCli {
+    fn into_config(self) -> Config {
+        let mut c = Cli::try_parse_from([OsString::from("scan"), self.path.into_os_string()])
+            .expect("a single path parses")
+            .into_config();
+        c.list_rules = true;
+        c.config_file = self.config;
+        c.rule_files = self.rules;
+        c.exclude_rules = self.exclude_rule;
+        c.format = if self.json {
+            Format::Jsonl
+        } else {
+            Format::Text
+        };
+        c
+    }
 }
 
 /// The full `--help` text (for tests and documentation).

@@ -22,5 +22,27 @@ pub mod walk;
 /// `main` maps the result to the exit code with [`report::exit_code`]:
 /// 0 clean, 1 findings, 2 error (a broken pipe counts as clean).
 pub fn run(config: cli::Config) -> Result<report::Outcome, report::ScanError> {
+    if config.list_rules {
+        return list_rules(&config);
+    }
     pipeline::run(config)
+}
+
+/// `scan rules`: the rules a scan with `config` would run, on standard
+/// output.
+fn list_rules(config: &cli::Config) -> Result<report::Outcome, report::ScanError> {
+    let rules = pipeline::load_rules(config)?;
+    let json = config.format != report::Format::Text;
+    let mut out = std::io::stdout().lock();
+    match rules::list::write_list(&rules, json, &mut out) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(report::ScanError::BrokenPipe),
+        Err(source) => Err(report::ScanError::Output {
+            what: "standard output".into(),
+            source,
+        }),
+        Ok(()) => Ok(report::Outcome {
+            reported: 0,
+            summary: report::Summary::default(),
+        }),
+    }
 }

@@ -180,7 +180,7 @@ fn bad_rules_give_messages_that_name_the_rule_and_the_problem() {
         ("[[rules]]\nid = \"a\"\nregex = '''(unclosed'''\nkeywords=[\"x\"]", "rule \"a\": bad regex"),
         ("[[rules]]\nid = \"a\"\nregex = '''x(y)'''\nsecretGroup = 3\nkeywords=[\"x\"]", "secretGroup 3 but the regex has only 1 capture group"),
         ("[[rules]]\nid = \"a\"\nregex = '''[a-z]+'''", "no keywords, and no literal prefix"),
-        ("[[rules]]\nid = \"a\"\npath = '''\\.env$'''", "path-only rules (no regex) are not supported"),
+        ("[[rules]]\nid = \"a\"\ndescription = \"no regex, no path\"", "missing field regex"),
         ("[[rules]]\nid = \"a\"\nregex = 'x'\nkeywords = \"x\"", "keywords must be an array of strings"),
         ("[[rules]]\nid = \"a\"\nregex = 'abc'\nkeyword = [\"abc\"]", "unknown key \"keyword\""),
         ("[[rules]]\nid = \"a\"\nregex = 'abc'\n[[rules]]\nid = \"a\"\nregex = 'abd'", "rule id \"a\" is defined twice"),

@@ -30,7 +30,7 @@ pub use frontier::{
     ObjectCtx, ObjectDescriptor, ObjectEnd, ObjectFrontier, ObjectPermit, ObjectRef, WaitKey,
     WaitList,
 };
-pub use run::{run, scan, Accounting, ScanReport, Tuning};
+pub use run::{load_rules, run, scan, Accounting, ScanReport, Tuning};
 pub use task::{ChunkSpan, EnumCursor, FetchState, Task, ENUM_BATCH_SIZE};
 
 use crate::archive::{ArchiveLimits, ArchivePolicy};

@@ -18,7 +18,7 @@ use crate::report::progress::progress_wanted;
 use crate::report::{
     finalize, Finding, Outcome, Progress, ProgressDisplay, Reporter, ScanError, Summary,
 };
-use crate::rules::{PrefilterKind, RuleSet};
+use crate::rules::{self, PrefilterKind, RuleSet};
 use crate::skip::{sort_skipped, SkipReason, SkippedEntry};
 use crate::trace::{TraceSink, DEFAULT_MAX_EVENTS};
 use crate::walk::{WalkConfig, WalkCursor};
@@ -86,41 +86,18 @@ fn level_capacities(level0: usize, archive_depth: u32) -> Vec<usize> {
         .collect()
 }
 
-/// Compiles the rules the configuration asks for: the built-in set, plus
-/// each `--rules` file (a file rule replaces a built-in one with the same
-/// id), minus `--exclude-rule`.
+/// Compiles the rules the configuration asks for: the built-in set, or a
+/// gitleaks config (`-c`, `GITLEAKS_CONFIG`, `.gitleaks.toml` at the root)
+/// composed with the `--rules` files (see `rules::sources`), minus
+/// `--exclude-rule`. Unsupported parts of a config are skipped with a
+/// warning on standard error.
 pub fn load_rules(config: &Config) -> Result<RuleSet, ScanError> {
-    let mut rules = if config.rule_files.is_empty() {
-        RuleSet::builtin()
-    } else {
-        let mut specs = RuleSet::builtin_specs();
-        let mut files = Vec::new();
-        for path in &config.rule_files {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| ScanError::Rules(format!("{}: {e}", path.display())))?;
-            let loaded = RuleSet::load_toml(&text)
-                .map_err(|e| ScanError::Rules(format!("{}: {e}", path.display())))?;
-            files.push((path, loaded.clone()));
-            for spec in loaded {
-                specs.retain(|s| s.id != spec.id);
-                specs.push(spec);
-            }
-        }
-        match RuleSet::from_specs(specs) {
-            Ok(rules) => rules,
-            Err(e) => {
-                // Name the file: compile each alone to find the culprit
-                // (only on this error path).
-                let culprit = files
-                    .into_iter()
-                    .find_map(|(path, specs)| RuleSet::from_specs(specs).err().map(|e| (path, e)));
-                return Err(ScanError::Rules(match culprit {
-                    Some((path, e)) => format!("{}: {e}", path.display()),
-                    None => e.to_string(),
-                }));
-            }
-        }
-    };
+    let file = rules::sources::find_config(config.config_file.as_deref(), &config.paths);
+    let (mut rules, warnings) =
+        rules::sources::load(file.as_deref(), &config.rule_files).map_err(ScanError::Rules)?;
+    for w in warnings {
+        eprintln!("scan: warning: {w}");
+    }
     if !config.exclude_rules.is_empty() {
         rules
             .exclude(&config.exclude_rules)

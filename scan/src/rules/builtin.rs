@@ -8,7 +8,7 @@
 //! - [`ctx`]: a format with no distinctive prefix, recognised by a vendor
 //!   name in the variable or key it is assigned to (`HEROKU_API_KEY = ...`).
 
-use super::spec::{AllowlistSpec, RuleSpec};
+use super::spec::{AllowlistSpec, Precision, RuleSpec};
 
 /// Key name, then an assignment: `NAME_suffix"? = "`, `: `, `:=`, `=>`.
 const ASSIGN: &str = r#"[\w.-]{0,25}?["']?\s{0,4}(?::=|=>|=|:)\s{0,4}["'`]?"#;
@@ -40,6 +40,10 @@ impl B {
     }
     fn no_placeholder_check(mut self) -> B {
         self.spec.placeholder_check = false;
+        self
+    }
+    fn precision(mut self, p: Precision) -> B {
+        self.spec.precision = p;
         self
     }
     fn ci(mut self) -> B {
@@ -83,6 +87,7 @@ impl B {
         self
     }
     fn stopwords(mut self, words: &[&str]) -> B {
+        // (`DOCUMENTATION_VALUES` and the JWT's published example.)
         self.spec.allowlists.push(AllowlistSpec {
             description: "published example values".into(),
             stopwords: words.iter().map(|s| s.to_string()).collect(),
@@ -106,7 +111,7 @@ fn base(id: &str, family: &str, desc: &str, kws: &[&str], regex: String, tpl: &s
 
 /// A prefixed token: `regex` is the whole pattern with the secret in group 1.
 fn tok(id: &str, family: &str, desc: &str, kws: &[&str], regex: &str, tpl: &str) -> B {
-    base(id, family, desc, kws, regex.into(), tpl)
+    base(id, family, desc, kws, regex.into(), tpl).precision(Precision::High)
 }
 
 /// A value recognised by the name it is assigned to: `(?i:key)` then
@@ -125,7 +130,9 @@ fn ctx(
     tpl: &str,
 ) -> B {
     let re = format!("(?i:{key}){ASSIGN}({value}){end}");
-    base(id, family, desc, kws, re, tpl).ci()
+    base(id, family, desc, kws, re, tpl)
+        .ci()
+        .precision(Precision::Medium)
 }
 
 fn pem(id: &str, label: &str, desc: &str, body: usize) -> B {
@@ -258,8 +265,10 @@ fn table() -> Vec<B> {
             r"\b(gho_[A-Za-z0-9]{36})\b", "gho_{alnum:36}").ent(3.5).neg(&["gho_{alnum:30}"]),
         tok("github-user-to-server-token", "source-ci", "GitHub App user-to-server token", &["ghu_"],
             r"\b(ghu_[A-Za-z0-9]{36})\b", "ghu_{alnum:36}").ent(3.5).neg(&["ghu_{alnum:30}"]),
-        tok("github-app-token", "source-ci", "GitHub App installation (server-to-server) token", &["ghs_"],
-            r"\b(ghs_[A-Za-z0-9]{36})\b", "ghs_{alnum:36}").ent(3.5).neg(&["ghs_{alnum:30}"]),
+        tok("github-app-token", "source-ci", "GitHub App installation (server-to-server) token, classic 36 and long formats", &["ghs_"],
+            r"\b(ghs_[A-Za-z0-9]{36,255})\b", "ghs_{alnum:36-200}").ent(3.5)
+            .ex(&["{secret}", "GITHUB_TOKEN={secret}", "git clone https://x-access-token:{secret}@github.com/o/r.git"])
+            .neg(&["ghs_{alnum:30}"]),
         tok("github-refresh-token", "source-ci", "GitHub refresh token", &["ghr_"],
             r"\b(ghr_[A-Za-z0-9]{36,76})\b", "ghr_{alnum:76}").ent(3.5).neg(&["ghr_{alnum:30}"]),
         tok("gitlab-pat", "source-ci", "GitLab personal access token", &["glpat-"],
@@ -318,6 +327,9 @@ fn table() -> Vec<B> {
             .neg(&["{alnum:14}.atlasv1.{b64url:20}"]),
         tok("vault-service-token", "source-ci", "HashiCorp Vault service token", &["hvs."],
             &format!(r"\b(hvs\.[A-Za-z0-9_-]{{90,120}}){END_URL}"), "hvs.{b64url:95}").ent(4.0).neg(&["hvs.{b64url:24}"]),
+        ctx("vault-legacy-token", "source-ci", "HashiCorp Vault token, legacy s. format (before Vault 1.10)",
+            &["vault"], r"vault[\w.-]{0,20}?token|x-vault-token", r"s\.[A-Za-z0-9]{24}", r"\b", "s.{alnum:24}").ent(3.5)
+            .ex(&["VAULT_TOKEN={secret}", "X-Vault-Token: {secret}"]).neg(&["VAULT_TOKEN=s.{alnum:10}", "VAULT_TOKEN=s.xxxxxxxxxxxxxxxxxxxxxxxx"]),
         tok("vault-batch-token", "source-ci", "HashiCorp Vault batch token", &["hvb."],
             &format!(r"\b(hvb\.[A-Za-z0-9_-]{{138,}}){END_URL}"), "hvb.{b64url:140}").max(400).ent(4.0).neg(&["hvb.{b64url:24}"]),
         tok("harness-pat", "source-ci", "Harness personal access token", &["pat."],
@@ -348,6 +360,11 @@ fn table() -> Vec<B> {
             r"(https://hooks\.slack\.com/services/T[A-Z0-9]{8,12}/B[A-Z0-9]{8,12}/[A-Za-z0-9]{24})\b",
             "https://hooks.slack.com/services/T{upalnum:10}/B{upalnum:10}/{alnum:24}").ent(3.5).ci()
             .neg(&["https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"]),
+        tok("slack-workflow-webhook-url", "chat", "Slack workflow (Workflow Builder) webhook trigger URL", &["hooks.slack.com"],
+            r"(https://hooks\.slack\.com/(?:workflows|triggers)/T[A-Z0-9]{8,12}/A[A-Z0-9]{8,12}/[0-9]{15,20}/[A-Za-z0-9]{24,32})\b",
+            "https://hooks.slack.com/triggers/T{upalnum:10}/A{upalnum:10}/{digit:18}/{alnum:32}").ent(3.5).ci()
+            .ex(&["{secret}", "SLACK_WORKFLOW_URL={secret}"])
+            .neg(&["https://hooks.slack.com/triggers/T00000000/A00000000/000000000000000/XXXXXXXXXXXXXXXXXXXXXXXX"]),
         ctx("discord-bot-token", "chat", "Discord bot token", &["discord"], "discord",
             r"[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}", END_URL, "M{b64url:25}.{b64url:6}.{b64url:38}")
             .ent(4.0).ex(&["DISCORD_BOT_TOKEN=\"{secret}\""]).neg(&["DISCORD_BOT_TOKEN=\"MTAxxxxxxxxxxxxxxxxxxxxx.Gxxxxx.xxxxxxxxxxxxxxxxxxxxxxxxxxx\""]),
@@ -358,6 +375,11 @@ fn table() -> Vec<B> {
         tok("telegram-bot-token", "chat", "Telegram bot token", &[":AA"],
             &format!(r"\b([0-9]{{8,10}}:AA[A-Za-z0-9_-]{{33}}){END_URL}"), "{digit:10}:AA{b64url:33}").ent(3.5)
             .neg(&["{digit:10}:AA{b64url:20}", "123456789:AAxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"]),
+        tok("teams-workflow-webhook-url", "chat", "Microsoft Teams / Power Automate workflow webhook URL (signed logic.azure.com trigger)", &[".logic.azure.com"],
+            r"(https://[a-z0-9-]{1,40}\.[a-z0-9-]{1,40}\.logic\.azure\.com(?::443)?/workflows/[a-f0-9]{32}/triggers/[A-Za-z0-9_]{1,40}/paths/invoke\?[A-Za-z0-9_.=&%-]{0,120}?sig=[A-Za-z0-9_%-]{43,64})",
+            "https://prod-27.westeurope.logic.azure.com:443/workflows/{hex:32}/triggers/manual/paths/invoke?api-version=2016-06-01&sp=%2Ftriggers%2Fmanual%2Frun&sv=1.0&sig={b64url:43}")
+            .ent(3.5).ci().max(400)
+            .neg(&["https://prod-27.westeurope.logic.azure.com:443/workflows/{hex:32}/triggers/manual/paths/invoke?api-version=2016-06-01"]),
         tok("teams-webhook-url", "chat", "Microsoft Teams incoming webhook URL", &["webhook.office.com"],
             &format!(r"(https://[a-z0-9-]{{1,63}}\.webhook\.office\.com/webhookb2/{UUID}@{UUID}/IncomingWebhook/[a-f0-9]{{32}}/{UUID})\b"),
             "https://contoso.webhook.office.com/webhookb2/{uuid}@{uuid}/IncomingWebhook/{hex:32}/{uuid}").ent(3.5).ci()
@@ -591,6 +613,19 @@ fn table() -> Vec<B> {
         tok("age-secret-key", "private-key", "age encryption secret key", &["AGE-SECRET-KEY-1"],
             r"\b(AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})\b", "AGE-SECRET-KEY-1{BECH32:58}").ent(3.5)
             .neg(&["AGE-SECRET-KEY-1{BECH32:20}"]),
+        // ------------------------------------------------ credentials on the wire
+        tok("curl-basic-auth", "http-credential", "Password passed to curl with -u/--user user:password", &["curl"],
+            r#"\bcurl\b[^\n|;&]{0,200}?\s(?:-u|--user)\s*["']?[^\s:"']{1,64}:([^\s"']{6,128})["']?(?:\s|$)"#,
+            "{urlpass:16}").ci().ent(3.0).precision(Precision::Medium)
+            .allow_secret(&[URL_PASSWORD_PLACEHOLDERS])
+            .ex(&["curl -u deploy:{secret} https://ci.internal.net/api", "curl -s --user 'admin:{secret}' -X POST https://h/"])
+            .neg(&["curl -u user:password https://example.com", "curl -u \"$USER:$PASS\" https://h/", "curl -u admin: https://h/"]),
+        tok("http-authorization-header", "http-credential", "Credential in an HTTP Authorization header (Basic, Bearer or token)", &["authorization"],
+            r#"(?i:authorization)["']?\s{0,4}[:=]\s{0,4}["']?(?i:basic|bearer|token)\s+([A-Za-z0-9+/_.~-]{20,500}={0,2})(?:["'\s;,]|\\[nr]|$)"#,
+            "{b64url:40}").ci().ent(3.5).classes(3).prio(-3).precision(Precision::Medium)
+            .ex(&["Authorization: Bearer {secret}", "-H 'Authorization: Basic {secret}'", "\"authorization\": \"token {secret}\""])
+            .neg(&["Authorization: Bearer <token>", "Authorization: Bearer ${TOKEN}", "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+                   "Authorization: Bearer YOUR_ACCESS_TOKEN_HERE_12"]),
         // ------------------------------------------------- URLs with passwords
         url("postgres-url", "PostgreSQL connection URL with a password", &["postgres://", "postgresql://"], "postgres(?:ql)?",
             "postgres://app_user:{secret}@db.internal:5432/app"),
@@ -606,17 +641,21 @@ fn table() -> Vec<B> {
             r#"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^:@/\s"'<>]{1,64}:([^@/\s"'<>]{3,128})@[A-Za-z0-9\[_-]"#,
             "{urlpass:16}").prio(-5).ent(3.0)
             .allow_secret(&[URL_PASSWORD_PLACEHOLDERS])
-            .ex(&["git clone https://deploy:{secret}@git.internal.net/repo.git"])
+            .ex(&["git clone https://deploy:{secret}@git.internal.net/repo.git", "ftp://backup:{secret}@files.internal.net/dumps/",
+                  "sftp://ops:{secret}@10.0.4.2:22/upload"])
             .neg(&["https://user:password@example.com/", "ftp://anonymous:guest@ftp.example.org/", "http://joe:${PASS}@host/"]),
         // ------------------------------------------------------------- generic
         tok("generic-secret-assignment", "generic", "High-entropy value assigned to a password, secret, token or API key",
             &["passw", "secret", "token", "api_key", "apikey", "api-key", "access_key", "auth_key"],
-            r#"(?i:passw(?:or)?d|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key)[\w.-]{0,20}["']?\s{0,4}(?::=|=>|=|:)\s{0,4}["'`]?([A-Za-z0-9+/_.~!@#%^&*=-]{12,100})(?:["'`\s;,]|$)"#,
-            "{alnum:24}").ci().prio(-10).ent(3.5).classes(3)
-            .allow_secret(&[GENERIC_NOT_SECRET_VALUES])
+            r#"(?i:passw(?:or)?d|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key)[\w.-]{0,20}["']?\s{0,4}(?::=|=>|=|:|>)\s{0,4}["'`]?([A-Za-z0-9+/_.~!@#%^*=-]{12,100})(?:["'`\s;,&<]|$)"#,
+            "{alnum:24}").ci().prio(-10).ent(3.5).classes(3).precision(Precision::Low)
+            .allow_secret(&[GENERIC_NOT_SECRET_VALUES, GENERIC_IDENTIFIERS, GENERIC_EXPRESSIONS, GENERIC_NAMED_VALUES])
             .allow_match(&[GENERIC_AWS_SECRET_NAMES])
             .allow_line(&[GENERIC_NOT_SECRET_NAMES])
-            .ex(&["db_password = \"{secret}\"", "API_TOKEN={secret}\n", "  client_secret: '{secret}'"])
+            .stopwords(DOCUMENTATION_VALUES)
+            .ex(&["db_password = \"{secret}\"", "API_TOKEN={secret}\n", "  client_secret: '{secret}'",
+                  "https://api.example.net/v1?token={secret}&page=2", "secret={secret};path=/",
+                  "export AUTH_TOKEN='{secret}'", "\"apiKey\": \"{secret}\",", "password := \"{secret}\""])
             .neg(&["password = \"changeme\"", "token = tokenize.generate_tokens(readline)", "SECRET_KEY = \"your-secret-key-here\"",
                    "api_key = \"<YOUR_API_KEY>\"", "password: ${DB_PASSWORD}", "token = \"xxxxxxxxxxxxxxxxxxxx\"",
                    "secret = \"abcdefghijklmnop\"", "password = self._password_manager_value",
@@ -626,19 +665,68 @@ fn table() -> Vec<B> {
                    "\"Resource\":\"arn:aws:secretsmanager:*:*:secret:AmazonSageMaker-*\"",
                    "\"secretsmanager:ResourceTag/RedshiftDataFullAccess\":\"*\"",
                    "if wordToken.type==XPathLexer.WILDCARD :", "keyfile: str, password: _PasswordType | None = None",
-                   "\"ChangeToken\": \"12cs345-67cd-890b-1cd2-c3a4567d89f1\""]),
+                   "\"ChangeToken\": \"12cs345-67cd-890b-1cd2-c3a4567d89f1\"",
+                   // The issue's shapes: identifiers, type annotations, expressions.
+                   "\"V1Secret\": \".models.v1_secret\"", "MsV1_0ChangePassword: MSV1_0_PROTOCOL_MESSAGE_TYPE",
+                   "apiKey: SensitiveString2048;", "out_len = params.shared_secret_len*2;",
+                   "Token: TOKEN_KIND_IDENTIFIER_V2", "secret_len = PyBytes_Size(secret_obj)",
+                   "password: Option<SecretString2048>", "access_key: AccessKeyId128,",
+                   // Documentation values.
+                   "api_key = \"sk_test_4eC39HqLyjWDarjtT1zdp7dc\"", "password = \"P@ssw0rd123!\"",
+                   "password: \"correcthorsebatterystaple1!\"",
+                   "_bindgen_ty_secret: __IncompleteArrayField<u8>,", "Token: DISPID_SpeechObjectTokenCategory,",
+                   "password: MI_UsernamePasswordCreds,", "\"ExportToken\": \"export-token-cu4lg26ofcziixny\"",
+                   "\"Password\": \"PassWordMustBeAtLeast6Chars.\"", "access_token=\"2YotnFZFEjr1zCsicMWpAA\""]),
     ]
 }
 
 /// Values that are code, not credentials: dotted identifier chains
 /// (`tokenize.COMMENT`, `self._password_field`), UUIDs (request ids), the
 /// tail of a `==` comparison, and type names (`password: _PasswordType`).
-const GENERIC_NOT_SECRET_VALUES: &str = r"^(?:=.*|_?[A-Z][A-Za-z]*Type|[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$";
+const GENERIC_NOT_SECRET_VALUES: &str = r"^(?:=.*|_?[A-Z][A-Za-z]*Type|\.?[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$";
 /// AWS Secrets Manager names, not values: the `secret:NAME` part of an ARN
 /// and `secretsmanager:ResourceTag/...` policy keys. The match starts at the
 /// keyword, so a value glued to `secret:` with no quote or space is an ARN
 /// segment (YAML needs a space after the colon, JSON a quote).
 const GENERIC_AWS_SECRET_NAMES: &str = r#"^(?i:secret(?:smanager)?):[^\s"'`]"#;
+/// Identifiers, not values: ALL_CAPS constants (`MSV1_0_PROTOCOL_MESSAGE_TYPE`),
+/// CamelCase type names (`SensitiveString2048`, `AccessKeyId128`) and
+/// snake_case names made of words. A random value is almost never built
+/// wholly of words of three or more letters.
+const GENERIC_IDENTIFIERS: &str = r"^(?:_*[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|[A-Z][A-Z0-9_]{2,}[A-Z]|_*(?:[A-Z][A-Z0-9]*_)*(?:[A-Z][a-z]{2,}|[a-z]{3,})(?:[A-Z][a-z]{2,}|[A-Z]{2,4}|[0-9]+|_[a-z]{2,}|_)*)$";
+/// A value that spells the name of what it stands for (`export-token-cu4lg26`,
+/// `PassWordMustBeAtLeast6Chars.`, `secret%3Dpassword`) is a label or an
+/// encoded key name, not a credential.
+const GENERIC_NAMED_VALUES: &str = r"(?i)token|secret|passw";
+/// Expressions: a dotted name, an operator and an operand
+/// (`params.shared_secret_len*2`), or a name times a number (`key_len*8`).
+const GENERIC_EXPRESSIONS: &str =
+    r"^(?:[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+[-+*/%][\w.]+|[A-Za-z_][A-Za-z0-9_]*[*/%][0-9]+)$";
+/// Values published in documentation and tutorials (ASCII case-insensitive
+/// substrings of the secret).
+const DOCUMENTATION_VALUES: &[&str] = &[
+    "4eC39HqLyjWDarjtT1zdp7dc",
+    "correcthorsebatterystaple",
+    "p@ssw0rd",
+    "passw0rd",
+    "hunter2",
+    "s3cr3t",
+    "supersecret",
+    "secret123",
+    "password123",
+    "letmein",
+    "qwerty",
+    "mysecret",
+    "mypassword",
+    "topsecret",
+    "foobar",
+    // RFC 6749's example access and refresh tokens and client credentials.
+    "2YotnFZFEjr1zCsicMWpAA",
+    "tGzv3JOkF0XG5Qx2TlKWIA",
+    "czZCaGRSa3F0MzpnWDFmQmF0M2JW",
+    "gX1fBat3bV",
+];
+
 /// Names of tokens that are not credentials (pagination, idempotency, CSRF).
 const GENERIC_NOT_SECRET_NAMES: &str = r"(?i)(?:next|page|continuation|request|client|idempotency|csrf|xsrf|sync|cancel(?:lation)?|change|purchase|refresh_?token_?url)[_-]?token";
 
@@ -651,6 +739,7 @@ fn url(id: &str, desc: &str, kws: &[&str], scheme: &str, example: &str) -> B {
     let first = kws[0];
     base(id, "url-credential", desc, kws, re, "{urlpass:16}")
         .ci()
+        .precision(Precision::Medium)
         .ent(2.5)
         .allow_secret(&[URL_PASSWORD_PLACEHOLDERS])
         .ex(&[example])
@@ -663,5 +752,11 @@ fn url(id: &str, desc: &str, kws: &[&str], scheme: &str, example: &str) -> B {
 }
 
 pub(super) fn specs() -> Vec<RuleSpec> {
-    table().into_iter().map(|b| b.spec).collect()
+    table()
+        .into_iter()
+        .map(|mut b| {
+            b.spec.source = "built-in".into();
+            b.spec
+        })
+        .collect()
 }

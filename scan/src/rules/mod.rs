@@ -5,19 +5,24 @@
 
 mod builtin;
 pub mod filters;
+pub mod go_regex;
+pub mod list;
 mod prefilter;
+pub mod sources;
 pub mod spec;
 pub mod template;
-mod toml_load;
+pub mod toml_load;
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use regex::bytes::{CaptureLocations, Regex, RegexBuilder};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 
 pub use prefilter::PrefilterKind;
-pub use spec::{AllowlistSpec, Condition, RegexTarget, RuleError, RuleSpec};
+pub use spec::{AllowlistSpec, Condition, Precision, RegexTarget, RuleError, RuleSpec};
 use template::Rng;
+pub use toml_load::ConfigFile;
 
 /// Candidates whose secret starts within this many bytes of each other are
 /// compared for overlap; the less specific of two overlapping ones is
@@ -34,6 +39,10 @@ pub const DEFAULT_MAX_LEN: usize = 1024;
 pub const MAX_RULE_LEN: usize = 16 * 1024;
 /// Bytes before a regex window that look-behind assertions (`\b`) may read.
 const LOOK_SLACK: usize = 8;
+/// A rule whose keywords need not lie inside its match
+/// ([`RuleSpec::keywords_nearby`]) looks for matches starting at most this
+/// many bytes before a keyword hit or after its end.
+pub const KEYWORD_NEAR: usize = 512;
 /// Derived keywords must be at least this long.
 const MIN_DERIVED_KEYWORD: usize = 3;
 
@@ -70,6 +79,13 @@ pub struct RuleInfo {
     pub max_len: usize,
     /// Every match begins with one of the keywords.
     pub anchored: bool,
+    /// Where the rule came from (`built-in` or a config file).
+    pub source: String,
+    /// A path-only rule: it reports a file whose path matches, with no
+    /// regex and an empty secret.
+    pub path_only: bool,
+    /// SARIF `precision`.
+    pub precision: Precision,
 }
 
 #[derive(Debug)]
@@ -98,9 +114,12 @@ struct Rule {
     min_classes: u8,
     placeholder: bool,
     path: Option<Regex>,
-    allowlists: Vec<Allowlist>,
+    /// Shared: a config's global allowlist is compiled once for all rules.
+    allowlists: Vec<Arc<Allowlist>>,
     anchored: bool,
     span: usize,
+    /// [`KEYWORD_NEAR`] for a rule with `keywords_nearby`, else 0.
+    near: usize,
     min_kw: usize,
     max_kw: usize,
 }
@@ -134,6 +153,8 @@ pub struct RuleSet {
     specs: Vec<RuleSpec>,
     pf: prefilter::Prefilter,
     owners: Vec<Vec<Owner>>,
+    /// Rules with a path and no regex.
+    path_only: Vec<u32>,
     context_len: usize,
     max_span: usize,
     forced: Option<PrefilterKind>,
@@ -183,6 +204,9 @@ struct Cand {
     end: usize,
     ss: usize,
     se: usize,
+    /// Length of the keyword hit that found it (the longest, when several
+    /// hits found the same candidate): a longer keyword is more specific.
+    kw: usize,
 }
 
 fn rule_err(id: &str, message: impl Into<String>) -> RuleError {
@@ -190,6 +214,57 @@ fn rule_err(id: &str, message: impl Into<String>) -> RuleError {
         id: id.to_owned(),
         message: message.into(),
     }
+}
+
+fn unsupported(id: &str, message: impl Into<String>) -> RuleError {
+    RuleError::Unsupported {
+        id: id.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// The id errors in an allowlist are reported under: the rule's, or
+/// `<global allowlist>` for a config's global one.
+const GLOBAL_ALLOWLIST: &str = "<global allowlist>";
+
+impl Allowlist {
+    fn compile(owner: &str, a: &AllowlistSpec) -> Result<Allowlist, RuleError> {
+        let owner = if a.global { GLOBAL_ALLOWLIST } else { owner };
+        if a.is_empty() {
+            return Err(rule_err(
+                owner,
+                "an allowlist has no regexes, stopwords or paths",
+            ));
+        }
+        Ok(Allowlist {
+            condition: a.condition,
+            target: a.regex_target,
+            regexes: compile_list(owner, "allowlist", &a.regexes)?,
+            stopwords: a
+                .stopwords
+                .iter()
+                .map(|s| s.as_bytes().to_ascii_lowercase())
+                .collect(),
+            paths: compile_list(owner, "allowlist path", &a.paths)?,
+        })
+    }
+}
+
+/// Every distinct allowlist of `specs`, compiled once (a config's global
+/// allowlist is copied into each of its 200-odd rules; compiling it per
+/// rule was most of the start-up of a gitleaks config).
+type AllowCache = Vec<(AllowlistSpec, Arc<Allowlist>)>;
+
+fn compile_allowlists(specs: &[RuleSpec]) -> Result<AllowCache, RuleError> {
+    let mut cache: AllowCache = Vec::new();
+    for s in specs {
+        for a in &s.allowlists {
+            if !cache.iter().any(|(k, _)| k == a) {
+                cache.push((a.clone(), Arc::new(Allowlist::compile(&s.id, a)?)));
+            }
+        }
+    }
+    Ok(cache)
 }
 
 /// Compiles `pattern` the way rule regexes are compiled: bytes, ASCII
@@ -200,6 +275,7 @@ fn compile(pattern: &str) -> Result<Regex, String> {
         match RegexBuilder::new(pattern)
             .unicode(unicode)
             .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_DFA_CACHE)
             .build()
         {
             Ok(re) => return Ok(re),
@@ -208,6 +284,12 @@ fn compile(pattern: &str) -> Result<Regex, String> {
     }
     Err(last)
 }
+
+/// Most heap the lazy DFA of one rule regex may cache, per thread (the
+/// `regex` crate's `dfa_size_limit`, default 2 MiB). gitleaks' generic rule
+/// (a case-insensitive alternation between bounded repetitions) thrashed a
+/// 2 MiB cache: a third of the CPU of a scan went to rebuilding states.
+const REGEX_DFA_CACHE: usize = 8 << 20;
 
 /// Most heap one compiled rule regex may take (the `regex` crate's
 /// `size_limit`); a bigger one is a rule error.
@@ -258,13 +340,22 @@ fn prefix_literals(hir: &regex_syntax::hir::Hir) -> Option<Vec<Vec<u8>>> {
 
 impl Rule {
     /// Checks and prepares `spec`; builds its regexes now unless `lazy`.
-    fn compile(spec: &RuleSpec, lazy: bool) -> Result<Rule, RuleError> {
+    /// Its allowlists come compiled from `cache`.
+    fn compile(spec: &RuleSpec, lazy: bool, cache: &AllowCache) -> Result<Rule, RuleError> {
         let id = spec.id.as_str();
         if id.is_empty() || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(rule_err(id, "id must be non-empty and have no whitespace"));
         }
+        let allowlists: Vec<Arc<Allowlist>> = spec
+            .allowlists
+            .iter()
+            .map(|a| match cache.iter().find(|(k, _)| k == a) {
+                Some((_, c)) => Ok(Arc::clone(c)),
+                None => Allowlist::compile(id, a).map(Arc::new),
+            })
+            .collect::<Result<_, _>>()?;
         if spec.regex.is_empty() {
-            return Err(rule_err(id, "no regex (path-only rules are not supported)"));
+            return Rule::path_only(spec, allowlists);
         }
         let hir = parse(&spec.regex).map_err(|e| rule_err(id, format!("bad regex: {e}")))?;
         // Capture groups: the implicit group 0 plus the explicit ones.
@@ -288,7 +379,7 @@ impl Rule {
             (None, None) => DEFAULT_MAX_LEN,
         };
         if span > MAX_RULE_LEN {
-            return Err(rule_err(
+            return Err(unsupported(
                 id,
                 format!(
                     "matches may be {span} bytes long; the limit is {MAX_RULE_LEN} (set maxLength)"
@@ -300,7 +391,7 @@ impl Rule {
             match &prefixes {
                 Some(p) if p.iter().all(|l| l.len() >= MIN_DERIVED_KEYWORD) => (p.clone(), false),
                 _ => {
-                    return Err(rule_err(
+                    return Err(unsupported(
                         id,
                         "no keywords, and no literal prefix of 3+ bytes can be derived from the regex; add keywords",
                     ))
@@ -319,42 +410,28 @@ impl Rule {
         };
         let min_kw = keywords.iter().map(Vec::len).min().unwrap_or(0);
         let max_kw = keywords.iter().map(Vec::len).max().unwrap_or(0);
-        if min_kw > span {
-            return Err(rule_err(
+        let near = if spec.keywords_nearby && !spec.keywords.is_empty() {
+            KEYWORD_NEAR
+        } else {
+            0
+        };
+        if min_kw > span && near == 0 {
+            return Err(unsupported(
                 id,
                 format!("a keyword is longer than the longest possible match ({span} bytes)"),
             ));
         }
         let lower_kws: Vec<Vec<u8>> = keywords.iter().map(|k| k.to_ascii_lowercase()).collect();
-        let anchored = prefixes.as_ref().is_some_and(|lits| {
-            lits.iter()
-                .all(|l| lower_kws.iter().any(|k| l.starts_with(k)))
-        });
+        let anchored = near == 0
+            && prefixes.as_ref().is_some_and(|lits| {
+                lits.iter()
+                    .all(|l| lower_kws.iter().any(|k| l.starts_with(k)))
+            });
         let path = spec
             .path
             .as_deref()
             .map(|p| compile(p).map_err(|e| rule_err(id, format!("bad path regex: {e}"))))
             .transpose()?;
-        let mut allowlists = Vec::new();
-        for a in &spec.allowlists {
-            if a.is_empty() {
-                return Err(rule_err(
-                    id,
-                    "an allowlist has no regexes, stopwords or paths",
-                ));
-            }
-            allowlists.push(Allowlist {
-                condition: a.condition,
-                target: a.regex_target,
-                regexes: compile_list(id, "allowlist", &a.regexes)?,
-                stopwords: a
-                    .stopwords
-                    .iter()
-                    .map(|s| s.as_bytes().to_ascii_lowercase())
-                    .collect(),
-                paths: compile_list(id, "allowlist path", &a.paths)?,
-            });
-        }
         if let Some(e) = spec.entropy {
             if !(0.0..=8.0).contains(&e) {
                 return Err(rule_err(
@@ -380,6 +457,9 @@ impl Rule {
             counter_examples: spec.counter_examples.clone(),
             max_len: span,
             anchored,
+            source: spec.source.clone(),
+            path_only: false,
+            precision: spec.precision,
         };
         let _ = case_sensitive;
         let rule = Rule {
@@ -393,6 +473,7 @@ impl Rule {
             allowlists,
             anchored,
             span,
+            near,
             min_kw,
             max_kw,
             pattern: spec.regex.clone(),
@@ -403,6 +484,48 @@ impl Rule {
             rule.build_now()?;
         }
         Ok(rule)
+    }
+
+    /// A rule with a `path` and no regex: it reports every file whose path
+    /// matches (gitleaks' `pkcs12-file`), once, at the file's start.
+    fn path_only(spec: &RuleSpec, allowlists: Vec<Arc<Allowlist>>) -> Result<Rule, RuleError> {
+        let id = spec.id.as_str();
+        let Some(p) = spec.path.as_deref() else {
+            return Err(rule_err(id, "missing field regex (and no path)"));
+        };
+        let path = compile(p).map_err(|e| rule_err(id, format!("bad path regex: {e}")))?;
+        let info = RuleInfo {
+            id: spec.id.clone(),
+            description: spec.description.clone(),
+            family: spec.family.clone(),
+            keywords: Vec::new(),
+            priority: spec.priority,
+            template: None,
+            examples: spec.examples.clone(),
+            counter_examples: spec.counter_examples.clone(),
+            max_len: 0,
+            anchored: false,
+            source: spec.source.clone(),
+            path_only: true,
+            precision: spec.precision,
+        };
+        Ok(Rule {
+            info,
+            pattern: String::new(),
+            compiled: std::sync::OnceLock::new(),
+            secret_group: None,
+            groups: 1,
+            entropy: 0.0,
+            min_classes: 0,
+            placeholder: false,
+            path: Some(path),
+            allowlists,
+            anchored: false,
+            span: 0,
+            near: 0,
+            min_kw: 0,
+            max_kw: 0,
+        })
     }
 
     /// The rule's regexes, built now if this is their first use.
@@ -424,11 +547,14 @@ impl Rule {
     /// Builds the rule's regexes now if they are not built yet, reporting a
     /// failure instead of panicking.
     fn build_now(&self) -> Result<(), RuleError> {
-        if self.compiled.get().is_some() {
+        if self.info.path_only || self.compiled.get().is_some() {
             return Ok(());
         }
-        let built = Compiled::build(&self.pattern, self.anchored)
-            .map_err(|e| rule_err(&self.info.id, format!("bad regex: {e}")))?;
+        let built = Compiled::build(&self.pattern, self.anchored).map_err(|e| {
+            // The pattern parsed (checked when the rule was made), so a
+            // failed build is a limit of the engine, not a syntax error.
+            unsupported(&self.info.id, format!("bad regex: {e}"))
+        })?;
         for re in std::iter::once(&built.regex).chain(built.at_hit.as_ref()) {
             if re.captures_len() != self.groups {
                 return Err(rule_err(
@@ -451,6 +577,10 @@ impl Rule {
     fn reach(&self) -> usize {
         let window = if self.anchored {
             self.span
+        } else if self.near > 0 {
+            // The hit lies within near + span of the secret start; the
+            // window reaches near + span past the hit's end.
+            2 * (self.near + self.span) + self.max_kw
         } else {
             2 * self.span - self.min_kw
         };
@@ -458,11 +588,11 @@ impl Rule {
     }
 
     /// Specificity: larger is more specific.
-    fn rank(&self, idx: u32) -> (i32, bool, usize, std::cmp::Reverse<u32>) {
+    fn rank(&self, idx: u32, kw: usize) -> (i32, bool, usize, std::cmp::Reverse<u32>) {
         (
             self.info.priority,
             self.anchored,
-            self.max_kw,
+            kw,
             std::cmp::Reverse(idx),
         )
     }
@@ -489,12 +619,15 @@ impl Compiled {
 /// Compiles every spec, on up to [`COMPILE_THREADS`] threads (building
 /// regexes is most of the scanner's start-up). The first error in spec
 /// order wins, as if compiled one by one.
-fn compile_all(specs: &[RuleSpec], lazy: bool) -> Result<Vec<Rule>, RuleError> {
+fn compile_all(specs: &[RuleSpec], lazy: bool, cache: &AllowCache) -> Vec<Result<Rule, RuleError>> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(COMPILE_THREADS);
     if lazy || threads < 2 || specs.len() < 2 * COMPILE_CHUNK_MIN {
-        return specs.iter().map(|s| Rule::compile(s, lazy)).collect();
+        return specs
+            .iter()
+            .map(|s| Rule::compile(s, lazy, cache))
+            .collect();
     }
     let chunk = specs.len().div_ceil(threads).max(COMPILE_CHUNK_MIN);
     std::thread::scope(|s| {
@@ -503,16 +636,16 @@ fn compile_all(specs: &[RuleSpec], lazy: bool) -> Result<Vec<Rule>, RuleError> {
             .map(|part| {
                 s.spawn(move || {
                     part.iter()
-                        .map(|s| Rule::compile(s, false))
-                        .collect::<Result<Vec<_>, _>>()
+                        .map(|s| Rule::compile(s, false, cache))
+                        .collect::<Vec<_>>()
                 })
             })
             .collect();
         let mut out = Vec::with_capacity(specs.len());
         for p in parts {
-            out.extend(p.join().expect("compiling a rule panicked")?);
+            out.extend(p.join().expect("compiling a rule panicked"));
         }
-        Ok(out)
+        out
     })
 }
 
@@ -527,6 +660,13 @@ impl RuleSet {
     /// check every built-in that way).
     pub fn builtin() -> RuleSet {
         RuleSet::build(builtin::specs(), None, true).expect("built-in rules compile")
+    }
+
+    /// Compiles `specs` as a scan does with a config file: a rule that uses
+    /// something the engine cannot run ([`RuleError::Unsupported`]) is left
+    /// out and named in the returned warnings; any other error fails.
+    pub fn from_specs_lenient(specs: Vec<RuleSpec>) -> Result<(RuleSet, Vec<String>), RuleError> {
+        RuleSet::build_with(specs, None, false, true)
     }
 
     /// The built-in rules as specs (to extend or edit before compiling).
@@ -546,6 +686,17 @@ impl RuleSet {
         forced: Option<PrefilterKind>,
         lazy: bool,
     ) -> Result<RuleSet, RuleError> {
+        RuleSet::build_with(specs, forced, lazy, false).map(|(rs, _)| rs)
+    }
+
+    /// [`build`](Self::build); `lenient` leaves out unsupported rules with
+    /// a warning each instead of failing.
+    fn build_with(
+        specs: Vec<RuleSpec>,
+        forced: Option<PrefilterKind>,
+        lazy: bool,
+        lenient: bool,
+    ) -> Result<(RuleSet, Vec<String>), RuleError> {
         if specs.is_empty() {
             return Err(RuleError::Empty);
         }
@@ -555,7 +706,27 @@ impl RuleSet {
                 return Err(RuleError::DuplicateId(s.id.clone()));
             }
         }
-        let rules = compile_all(&specs, lazy)?;
+        let cache = compile_allowlists(&specs)?;
+        let results = compile_all(&specs, lazy, &cache);
+        let mut warnings = Vec::new();
+        let mut rules = Vec::with_capacity(specs.len());
+        let mut kept = Vec::with_capacity(specs.len());
+        for (spec, r) in specs.into_iter().zip(results) {
+            match r {
+                Ok(rule) => {
+                    rules.push(rule);
+                    kept.push(spec);
+                }
+                Err(e @ RuleError::Unsupported { .. }) if lenient => {
+                    warnings.push(format!("{e}; the rule is skipped"));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let specs = kept;
+        if rules.is_empty() {
+            return Err(RuleError::Empty);
+        }
         let mut patterns: Vec<Vec<u8>> = Vec::new();
         let mut index = std::collections::HashMap::new();
         let mut owners: Vec<Vec<Owner>> = Vec::new();
@@ -585,23 +756,58 @@ impl RuleSet {
             }
         }
         let pf = prefilter::Prefilter::new(patterns, forced);
-        let max_span = rules.iter().map(|r| r.span).max().unwrap_or(0);
+        // How far a keyword hit may lie from a candidate's secret start.
+        let max_span = rules
+            .iter()
+            .map(|r| {
+                if r.near > 0 {
+                    r.span + r.near + r.max_kw
+                } else {
+                    r.span
+                }
+            })
+            .max()
+            .unwrap_or(0);
         let context_len = DEDUP_RADIUS + rules.iter().map(Rule::reach).max().unwrap_or(0);
-        Ok(RuleSet {
-            rules,
-            specs,
-            pf,
-            owners,
-            context_len,
-            max_span,
-            forced,
-            lazy,
-        })
+        let path_only = (0..rules.len() as u32)
+            .filter(|&r| rules[r as usize].info.path_only)
+            .collect();
+        Ok((
+            RuleSet {
+                rules,
+                specs,
+                pf,
+                owners,
+                path_only,
+                context_len,
+                max_span,
+                forced,
+                lazy,
+            },
+            warnings,
+        ))
     }
 
-    /// Reads a gitleaks-format TOML rule file (see RULES.md).
+    /// Reads a gitleaks-format TOML rule file (see RULES.md) as the whole
+    /// configuration: its rules, plus the built-in ones under
+    /// `[extend] useDefault = true`.
     pub fn load_toml(text: &str) -> Result<Vec<RuleSpec>, RuleError> {
         toml_load::load(text)
+    }
+
+    /// Parses one gitleaks-format file; `source` names it in `scan rules`.
+    pub fn parse_config(text: &str, source: &str) -> Result<ConfigFile, RuleError> {
+        toml_load::parse(text, source)
+    }
+
+    /// Combines the rule sources of a scan (see [`toml_load::compose`]):
+    /// the built-in rules unless `config` replaces them, then `extra`.
+    /// Returns the specs and the warnings (unsupported parts skipped).
+    pub fn compose_config(
+        config: Option<ConfigFile>,
+        extra: Vec<ConfigFile>,
+    ) -> Result<(Vec<RuleSpec>, Vec<String>), RuleError> {
+        toml_load::compose(config, extra)
     }
 
     /// Removes the rules with these ids (`--exclude-rule`). Rule ids of the
@@ -731,6 +937,7 @@ impl RuleSet {
         if owned.is_empty() {
             return;
         }
+        // Path-only rules are reported at offset 0 (see `report_paths`).
         self.refresh_path(scratch);
         let reach = DEDUP_RADIUS + self.max_span;
         let rs = owned.start.saturating_sub(reach);
@@ -761,7 +968,44 @@ impl RuleSet {
             }
         }
         scratch.hits = hits;
+        if owned.start == 0 && !self.path_only.is_empty() {
+            self.report_paths(buf, scratch, out);
+        }
         self.resolve(buf, &owned, scratch, out);
+    }
+
+    /// Path-only rules report a matching file once: in the chunk that owns
+    /// its first byte (no other chunk's owned range starts at 0, since every
+    /// later chunk carries an overlap before its owned bytes). The match is
+    /// empty, at offset 0, and sorts before every other match of the chunk.
+    fn report_paths(&self, buf: &[u8], scratch: &Scratch, out: &mut Vec<Match>) {
+        for &r in &self.path_only {
+            if scratch.path_off[r as usize] {
+                continue;
+            }
+            let c = Cand {
+                rule: r,
+                start: 0,
+                end: 0,
+                ss: 0,
+                se: 0,
+                kw: 0,
+            };
+            let rule = &self.rules[r as usize];
+            if !rule
+                .allowlists
+                .iter()
+                .any(|a| a.covers(buf, &c, scratch.path.as_deref()))
+            {
+                out.push(Match {
+                    rule: RuleId(r),
+                    start: 0,
+                    end: 0,
+                    secret_start: 0,
+                    secret_end: 0,
+                });
+            }
+        }
     }
 
     fn refresh_path(&self, scratch: &mut Scratch) {
@@ -796,8 +1040,8 @@ impl RuleSet {
             return;
         }
         // A candidate with its secret start in owned ± DEDUP_RADIUS contains
-        // its hit and is at most `span` long.
-        let lim = DEDUP_RADIUS + rule.span;
+        // its hit (or lies within `near` of it) and is at most `span` long.
+        let lim = DEDUP_RADIUS + rule.span + rule.near;
         if he + lim < owned.start || hs > owned.end + lim {
             return;
         }
@@ -823,6 +1067,7 @@ impl RuleSet {
                             end: me,
                             ss,
                             se,
+                            kw: he - hs,
                         });
                     }
                 }
@@ -830,8 +1075,14 @@ impl RuleSet {
             return;
         }
         let klen = he - hs;
+        let near = rule.near;
         let (ws, we) = if rule.anchored {
             (hs, (hs + rule.span).min(buf.len()))
+        } else if near > 0 {
+            (
+                hs.saturating_sub(near + rule.span),
+                (he + near + rule.span).min(buf.len()),
+            )
         } else {
             let side = rule.span - klen.min(rule.span);
             (hs.saturating_sub(side), (he + side).min(buf.len()))
@@ -845,10 +1096,13 @@ impl RuleSet {
                 break;
             };
             let (ms, me) = (m.start(), m.end());
-            if ms > hs {
+            // Matches start at or before the hit (after its end + near for
+            // a nearby-keyword rule).
+            if ms > if near > 0 { he + near } else { hs } {
                 break;
             }
-            if me >= he && me - ms <= rule.span && (!rule.anchored || ms == hs) {
+            let near_hit = if near > 0 { me + near >= hs } else { me >= he };
+            if near_hit && me - ms <= rule.span && (!rule.anchored || ms == hs) {
                 if let Some((ss, se)) = rule.secret_span(locs, 0, ms, me) {
                     scratch.cands.push(Cand {
                         rule: r,
@@ -856,6 +1110,7 @@ impl RuleSet {
                         end: me,
                         ss,
                         se,
+                        kw: klen,
                     });
                 }
             }
@@ -874,11 +1129,19 @@ impl RuleSet {
         out: &mut Vec<Match>,
     ) {
         let cands = &mut scratch.cands;
-        cands.sort_unstable_by_key(|c| (c.ss, c.se, c.rule, c.start, c.end));
+        // Of the copies of one (rule, secret) found from several hits, the
+        // one from the longest keyword is kept.
+        cands.sort_unstable_by_key(|c| {
+            (c.ss, c.se, c.rule, std::cmp::Reverse(c.kw), c.start, c.end)
+        });
         cands.dedup_by(|b, a| (a.ss, a.se, a.rule) == (b.ss, b.se, b.rule));
         let rank = |c: &Cand| {
             let rule = &self.rules[c.rule as usize];
-            (rule.rank(c.rule), std::cmp::Reverse(c.ss), c.se - c.ss)
+            (
+                rule.rank(c.rule, c.kw),
+                std::cmp::Reverse(c.ss),
+                c.se - c.ss,
+            )
         };
         let overlap = |a: &Cand, b: &Cand| a.ss < b.se && b.ss < a.se;
         for i in 0..cands.len() {

@@ -36,6 +36,9 @@ pub struct AllowlistSpec {
     pub stopwords: Vec<String>,
     /// Regexes on the file path (see [`Scratch::set_path`](super::Scratch::set_path)).
     pub paths: Vec<String>,
+    /// A config file's global allowlist, copied into the rules it targets:
+    /// an error in it is reported once, as the global allowlist's.
+    pub global: bool,
 }
 
 impl AllowlistSpec {
@@ -65,6 +68,11 @@ pub struct RuleSpec {
     pub keywords: Vec<String>,
     /// Keywords match case-sensitively (gitleaks keywords never do).
     pub keywords_case_sensitive: bool,
+    /// The keywords need not lie inside the match: the regex runs within
+    /// [`KEYWORD_NEAR`](super::KEYWORD_NEAR) bytes of a keyword hit. Set by
+    /// the TOML loader for a gitleaks rule whose keywords do not occur in
+    /// its regex (gitleaks only asks for the keyword somewhere in the file).
+    pub keywords_nearby: bool,
     /// Minimum Shannon entropy (bits per byte) of the secret.
     pub entropy: Option<f64>,
     /// Only files whose path matches this regex.
@@ -87,6 +95,50 @@ pub struct RuleSpec {
     pub examples: Vec<String>,
     /// Negative examples (template syntax allowed): must not be reported.
     pub counter_examples: Vec<String>,
+    /// Where the rule came from (`built-in`, or a config file's name), for
+    /// `scan rules`.
+    pub source: String,
+    /// SARIF `precision`: how often a finding is a real credential
+    /// (`very-high`, `high`, `medium`, `low`).
+    pub precision: Precision,
+}
+
+/// SARIF's `precision` property of a rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Precision {
+    /// A self-identifying token format with a checksum or long fixed prefix.
+    VeryHigh,
+    /// A distinctive prefix or structure (private keys, `ghp_`, `AKIA`).
+    High,
+    /// Recognised by context: a vendor name in the key it is assigned to, a
+    /// password in a URL.
+    #[default]
+    Medium,
+    /// Keyword plus randomness: often right, often not.
+    Low,
+}
+
+impl Precision {
+    /// The SARIF spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::VeryHigh => "very-high",
+            Precision::High => "high",
+            Precision::Medium => "medium",
+            Precision::Low => "low",
+        }
+    }
+
+    /// Parses the SARIF spelling.
+    pub fn parse(s: &str) -> Option<Precision> {
+        Some(match s {
+            "very-high" => Precision::VeryHigh,
+            "high" => Precision::High,
+            "medium" => Precision::Medium,
+            "low" => Precision::Low,
+            _ => return None,
+        })
+    }
 }
 
 impl RuleSpec {
@@ -101,6 +153,7 @@ impl RuleSpec {
             secret_group: None,
             keywords: Vec::new(),
             keywords_case_sensitive: false,
+            keywords_nearby: false,
             entropy: None,
             path: None,
             allowlists: Vec::new(),
@@ -111,6 +164,8 @@ impl RuleSpec {
             template: None,
             examples: Vec::new(),
             counter_examples: Vec::new(),
+            source: String::new(),
+            precision: Precision::Medium,
         }
     }
 }
@@ -122,6 +177,10 @@ pub enum RuleError {
     Toml(String),
     /// A rule is invalid; the message names the rule and the field.
     Rule { id: String, message: String },
+    /// A rule is valid but uses something magpie's engine cannot run (no
+    /// keyword can be derived, a match longer than the limit, a regex over
+    /// the size limit). A config loaded for a scan warns and skips it.
+    Unsupported { id: String, message: String },
     /// Two rules share an id.
     DuplicateId(String),
     /// `exclude` named a rule that does not exist.
@@ -134,7 +193,9 @@ impl std::fmt::Display for RuleError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RuleError::Toml(m) => write!(f, "rule file: {m}"),
-            RuleError::Rule { id, message } => write!(f, "rule {id:?}: {message}"),
+            RuleError::Rule { id, message } | RuleError::Unsupported { id, message } => {
+                write!(f, "rule {id:?}: {message}")
+            }
             RuleError::DuplicateId(id) => write!(f, "rule id {id:?} is defined twice"),
             RuleError::UnknownRule(id) => write!(f, "unknown rule id {id:?}"),
             RuleError::Empty => f.write_str("the rule set is empty"),

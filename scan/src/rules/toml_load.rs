@@ -1,8 +1,10 @@
 //! Reads gitleaks-format TOML rule files (plus magpie's extension keys; see
-//! RULES.md) into [`RuleSpec`]s.
+//! RULES.md) into [`RuleSpec`]s. Regexes are written in Go's syntax, as
+//! gitleaks reads them; [`go_regex::translate`] turns them into Rust's.
 
 use toml::{Table, Value};
 
+use super::go_regex::translate;
 use super::spec::{AllowlistSpec, Condition, RegexTarget, RuleError, RuleSpec};
 
 const RULE_KEYS: &[&str] = &[
@@ -26,6 +28,10 @@ const RULE_KEYS: &[&str] = &[
     "template",
     "examples",
     "counterExamples",
+    "precision",
+    // gitleaks keys magpie cannot honour: the rule is skipped with a warning
+    "required",
+    "skipReport",
 ];
 const ALLOWLIST_KEYS: &[&str] = &[
     "description",
@@ -39,6 +45,7 @@ const ALLOWLIST_KEYS: &[&str] = &[
 ];
 const TOP_KEYS: &[&str] = &[
     "title",
+    "minVersion",
     "description",
     "extend",
     "rules",
@@ -94,6 +101,14 @@ fn strings(t: &Table, key: &str, owner: &str) -> Result<Vec<String>, RuleError> 
             format!("{key} must be an array of strings, not {}", v.type_str()),
         )),
     }
+}
+
+/// A list of regexes in Go syntax, translated.
+fn go_strings(t: &Table, key: &str, owner: &str) -> Result<Vec<String>, RuleError> {
+    Ok(strings(t, key, owner)?
+        .iter()
+        .map(|p| translate(p))
+        .collect())
 }
 
 fn integer(t: &Table, key: &str, owner: &str) -> Result<Option<i64>, RuleError> {
@@ -158,9 +173,10 @@ fn allowlist(t: &Table, owner: &str) -> Result<(AllowlistSpec, Vec<String>), Rul
         description: string(t, "description", owner)?.unwrap_or_default(),
         condition,
         regex_target,
-        regexes: strings(t, "regexes", owner)?,
+        regexes: go_strings(t, "regexes", owner)?,
         stopwords: strings(t, "stopwords", owner)?,
-        paths: strings(t, "paths", owner)?,
+        paths: go_strings(t, "paths", owner)?,
+        global: false,
     };
     // `commits` only makes sense for git history; an allowlist holding only
     // commits never applies to a directory scan.
@@ -216,7 +232,8 @@ fn allowlists(t: &Table, owner: &str) -> Result<Vec<(AllowlistSpec, Vec<String>)
     Ok(out)
 }
 
-fn rule(t: &Table, index: usize) -> Result<RuleSpec, RuleError> {
+/// One `[[rules]]` table; `Ok(Err(warning))` for a rule magpie cannot run.
+fn rule(t: &Table, index: usize, source: &str) -> Result<Result<RuleSpec, String>, RuleError> {
     let id = match t.get("id") {
         Some(Value::String(s)) => s.clone(),
         _ => {
@@ -227,8 +244,21 @@ fn rule(t: &Table, index: usize) -> Result<RuleSpec, RuleError> {
         }
     };
     check_keys(t, RULE_KEYS, &id)?;
-    let regex = string(t, "regex", &id)?.unwrap_or_default();
+    if t.contains_key("required") {
+        return Ok(Err(format!(
+            "rule {id:?}: composite rules ([[rules.required]]) are not supported; the rule is skipped"
+        )));
+    }
+    if boolean(t, "skipReport", &id)?.unwrap_or(false) {
+        return Ok(Err(format!(
+            "rule {id:?}: skipReport (a rule used only by composite rules) is not supported; the rule is skipped"
+        )));
+    }
+    let regex = string(t, "regex", &id)?
+        .map(|r| translate(&r))
+        .unwrap_or_default();
     let mut spec = RuleSpec::new(id.clone(), regex);
+    spec.source = source.to_owned();
     spec.description = string(t, "description", &id)?.unwrap_or_default();
     // gitleaks: secretGroup 0 (or absent) = first non-empty group.
     spec.secret_group = non_negative(t, "secretGroup", &id)?.filter(|&g| g > 0);
@@ -244,7 +274,7 @@ fn rule(t: &Table, index: usize) -> Result<RuleSpec, RuleError> {
             ))
         }
     };
-    spec.path = string(t, "path", &id)?;
+    spec.path = string(t, "path", &id)?.map(|p| translate(&p));
     spec.allowlists = allowlists(t, &id)?.into_iter().map(|(a, _)| a).collect();
     if let Some(f) = string(t, "family", &id)? {
         spec.family = f;
@@ -259,31 +289,77 @@ fn rule(t: &Table, index: usize) -> Result<RuleSpec, RuleError> {
             .filter(|&c| c <= 4)
             .ok_or_else(|| err_in(&id, "minCharClasses must be 0..=4"))?;
     }
+    // gitleaks has no placeholder test (its global allowlist plays that
+    // part), so a config's rules run without it unless they ask.
+    spec.placeholder_check = false;
     if let Some(b) = boolean(t, "placeholderCheck", &id)? {
         spec.placeholder_check = b;
     }
     if let Some(b) = boolean(t, "keywordsCaseSensitive", &id)? {
         spec.keywords_case_sensitive = b;
     }
+    if let Some(p) = string(t, "precision", &id)? {
+        spec.precision = super::spec::Precision::parse(&p).ok_or_else(|| {
+            err_in(
+                &id,
+                format!("precision {p:?} is not very-high, high, medium or low"),
+            )
+        })?;
+    }
     spec.template = string(t, "template", &id)?;
     spec.examples = strings(t, "examples", &id)?;
     spec.counter_examples = strings(t, "counterExamples", &id)?;
-    if spec.regex.is_empty() {
-        let what = if spec.path.is_some() {
-            "path-only rules (no regex) are not supported"
-        } else {
-            "missing field regex"
-        };
-        return Err(err_in(&id, what));
+    spec.keywords_nearby = keywords_outside_regex(&spec.regex, &spec.keywords);
+    if spec.regex.is_empty() && spec.path.is_none() {
+        return Err(err_in(
+            &id,
+            "missing field regex (a rule needs a regex, a path or both)",
+        ));
     }
-    Ok(spec)
+    Ok(Ok(spec))
 }
 
-pub(super) fn load(text: &str) -> Result<Vec<RuleSpec>, RuleError> {
+/// True when no keyword occurs in the regex's text (backslashes dropped,
+/// case folded): `airtable` for `\b(pat[[:alnum:]]{14}\.[a-f0-9]{64})\b`.
+/// gitleaks runs such a rule on any file holding the keyword; magpie runs it
+/// near each keyword hit. A keyword matched only through classes
+/// (`secret_key` for `secret[_-]?key`) also counts as outside, which
+/// widens the search but loses nothing.
+fn keywords_outside_regex(regex: &str, keywords: &[String]) -> bool {
+    if regex.is_empty() || keywords.is_empty() {
+        return false;
+    }
+    let text: String = regex
+        .chars()
+        .filter(|&c| c != '\\')
+        .collect::<String>()
+        .to_ascii_lowercase();
+    !keywords
+        .iter()
+        .any(|k| text.contains(&k.to_ascii_lowercase()))
+}
+
+/// A parsed config file, before it is combined with other rules.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigFile {
+    /// `[extend] useDefault`: start from the built-in rules.
+    pub use_default: bool,
+    /// `[extend] disabledRules`.
+    pub disabled: Vec<String>,
+    /// The file's `[[rules]]`, in order.
+    pub rules: Vec<RuleSpec>,
+    /// Global allowlists and the rules they target (empty = every rule).
+    pub globals: Vec<(AllowlistSpec, Vec<String>)>,
+    /// Parts of the file that are not supported and were skipped.
+    pub warnings: Vec<String>,
+}
+
+/// Parses one gitleaks-format file; `source` names it in `scan rules`.
+pub fn parse(text: &str, source: &str) -> Result<ConfigFile, RuleError> {
     let top: Table =
         toml::from_str(text).map_err(|e| RuleError::Toml(e.to_string().trim_end().to_owned()))?;
     check_keys(&top, TOP_KEYS, "<file>")?;
-    let mut specs = Vec::new();
+    let mut file = ConfigFile::default();
     if let Some(ext) = top.get("extend") {
         let Value::Table(ext) = ext else {
             return Err(err_in("<file>", "extend must be a table"));
@@ -294,19 +370,14 @@ pub(super) fn load(text: &str) -> Result<Vec<RuleSpec>, RuleError> {
             "<extend>",
         )?;
         if ext.contains_key("path") || ext.contains_key("url") {
-            return Err(err_in(
-                "<extend>",
-                "extending another file is not supported; load it separately",
-            ));
-        }
-        if boolean(ext, "useDefault", "<extend>")?.unwrap_or(false) {
-            let disabled = strings(ext, "disabledRules", "<extend>")?;
-            specs.extend(
-                super::builtin::specs()
-                    .into_iter()
-                    .filter(|s| !disabled.contains(&s.id)),
+            file.warnings.push(
+                "[extend] path/url (extending another file) is not supported and was ignored; \
+                 pass that file with --rules"
+                    .into(),
             );
         }
+        file.use_default = boolean(ext, "useDefault", "<extend>")?.unwrap_or(false);
+        file.disabled = strings(ext, "disabledRules", "<extend>")?;
     }
     match top.get("rules") {
         None => {}
@@ -318,11 +389,13 @@ pub(super) fn load(text: &str) -> Result<Vec<RuleSpec>, RuleError> {
                         "each [[rules]] entry must be a table",
                     ));
                 };
-                let spec = rule(t, i)?;
-                // A file rule with a built-in's id replaces it (gitleaks'
-                // extend semantics).
-                specs.retain(|s: &RuleSpec| s.id != spec.id || s.family == "custom");
-                specs.push(spec);
+                match rule(t, i, source)? {
+                    Ok(spec) if file.rules.iter().any(|r| r.id == spec.id) => {
+                        return Err(RuleError::DuplicateId(spec.id))
+                    }
+                    Ok(spec) => file.rules.push(spec),
+                    Err(w) => file.warnings.push(w),
+                }
             }
         }
         Some(v) => {
@@ -332,7 +405,51 @@ pub(super) fn load(text: &str) -> Result<Vec<RuleSpec>, RuleError> {
             ))
         }
     }
-    for (global, targets) in allowlists(&top, "<global allowlist>")? {
+    file.globals = allowlists(&top, "<global allowlist>")?
+        .into_iter()
+        .map(|(mut a, targets)| {
+            a.global = true;
+            (a, targets)
+        })
+        .collect();
+    Ok(file)
+}
+
+/// Combines a scan's rule sources, the way gitleaks does: `config` (from
+/// `-c` or `.gitleaks.toml`) replaces the built-in rules unless its
+/// `[extend] useDefault = true`; `disabledRules` removes rules; a file rule
+/// with the id of an earlier rule replaces it. Each `extra` file (`--rules`)
+/// adds its rules on top. Every global allowlist applies to every rule it
+/// targets, whichever file the rule came from. Returns the specs and the
+/// warnings of every file.
+pub fn compose(
+    config: Option<ConfigFile>,
+    extra: Vec<ConfigFile>,
+) -> Result<(Vec<RuleSpec>, Vec<String>), RuleError> {
+    let mut warnings = Vec::new();
+    let mut specs = match &config {
+        Some(c) if !c.use_default => Vec::new(),
+        _ => super::builtin::specs(),
+    };
+    let mut globals = Vec::new();
+    for file in config.into_iter().chain(extra) {
+        for d in &file.disabled {
+            if specs.iter().any(|s| &s.id == d) {
+                specs.retain(|s| &s.id != d);
+            } else {
+                warnings.push(format!("disabledRules names unknown rule {d:?}"));
+            }
+        }
+        for spec in file.rules {
+            match specs.iter().position(|s| s.id == spec.id) {
+                Some(i) => specs[i] = spec,
+                None => specs.push(spec),
+            }
+        }
+        globals.extend(file.globals);
+        warnings.extend(file.warnings);
+    }
+    for (global, targets) in globals {
         for t in &targets {
             if !specs.iter().any(|s| &s.id == t) {
                 return Err(err_in(
@@ -351,5 +468,11 @@ pub(super) fn load(text: &str) -> Result<Vec<RuleSpec>, RuleError> {
     if specs.is_empty() {
         return Err(RuleError::Empty);
     }
-    Ok(specs)
+    Ok((specs, warnings))
+}
+
+/// One file as the whole configuration (`RuleSet::load_toml`).
+pub(super) fn load(text: &str) -> Result<Vec<RuleSpec>, RuleError> {
+    let file = parse(text, "<toml>")?;
+    compose(Some(file), Vec::new()).map(|(specs, _)| specs)
 }
