@@ -21,7 +21,8 @@ fn seen(terminal: bool) -> usize {
     usize::from(terminal)
 }
 
-// broken-variant: gate_split_flag
+// protocol: gate 2 5
+// broken-variant: gate_split_flag; class: check-then-act; expects: close saw 0 with a spawned task in flight
 #[test]
 fn spawn_vs_join_gate_atomicity() {
     loom::model(|| {
@@ -54,7 +55,8 @@ fn spawn_vs_join_gate_atomicity() {
     });
 }
 
-// broken-variant: close_split_read
+// protocol: gate 4 5
+// broken-variant: close_split_read; class: check-then-act; expects: the end seen true / true
 #[test]
 fn completion_vs_join_termination() {
     loom::model(|| {
@@ -91,7 +93,8 @@ fn completion_vs_join_termination() {
     });
 }
 
-// broken-variant: try_spawn_not_atomic
+// protocol: gate 2
+// broken-variant: try_spawn_not_atomic; class: check-then-act; expects: a concurrent spawn was lost
 #[test]
 fn concurrent_spawns_no_lost_count() {
     loom::model(|| {
@@ -111,7 +114,8 @@ fn concurrent_spawns_no_lost_count() {
     });
 }
 
-// broken-variant: complete_ignores_accepting
+// protocol: gate 4
+// broken-variant: complete_ignores_accepting; class: missing state check; expects: the end seen more or less than once
 #[test]
 fn three_way_spawn_complete_join() {
     loom::model(|| {
@@ -153,7 +157,8 @@ fn three_way_spawn_complete_join() {
     });
 }
 
-// broken-variant: try_enter_no_terminal_check
+// protocol: gate 6
+// broken-variant: try_enter_no_terminal_check; class: missing state check; expects: the end seen twice or never
 #[test]
 fn terminated_gate_cannot_be_reentered() {
     loom::model(|| {
@@ -258,7 +263,8 @@ impl Runtime {
     }
 }
 
-// broken-variant: try_enter_requires_accepting
+// protocol: gate 2 4 5 6
+// broken-variant: try_enter_requires_accepting; class: lost wakeup; expects: the end seen more or less than once
 #[test]
 fn worker_tokens_terminate_exactly_once() {
     loom::model(|| {

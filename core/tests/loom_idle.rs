@@ -17,7 +17,8 @@ use magpie_core::sync::{thread, Arc, Mutex};
 /// Four workers; three ask to search at once. At most two may: after each
 /// success the count read back is at most `workers / 2`, and the successes
 /// total at most two.
-// broken-variant: searcher_limit_by_load
+// protocol: idle W1
+// broken-variant: searcher_limit_by_load; class: check-then-act; expects: 2 * idle.num_searching() <= idle.workers()
 #[test]
 fn searcher_limit_holds() {
     loom::model(|| {
@@ -48,7 +49,8 @@ fn searcher_limit_holds() {
 /// worker 0's park times out and it calls `unpark(0)` for itself. Every
 /// worker is claimed by at most one of the three, and the counts agree with
 /// the bits at the end.
-// broken-variant: unpark_one_clear_by_store
+// protocol: idle N2 S2 S3
+// broken-variant: unpark_one_clear_by_store; class: check-then-act; expects: a worker was handed out twice
 #[test]
 fn unpark_one_never_hands_out_the_same_worker_twice() {
     loom::model(|| {
@@ -94,7 +96,8 @@ fn unpark_one_never_hands_out_the_same_worker_twice() {
 /// worker 0 searching and wake nobody. Worker 0 takes one task and then stays
 /// busy with it (its thread ends). The second task is taken only if the last
 /// searcher, on finding work, woke worker 1.
-// broken-variant: last_searcher_does_not_wake
+// protocol: idle W3 N1
+// broken-variant: last_searcher_does_not_wake; class: lost wakeup; expects: deadlock; threads
 #[test]
 fn last_searcher_wakes_a_parked_worker() {
     loom::model(|| {
@@ -132,8 +135,9 @@ fn last_searcher_wakes_a_parked_worker() {
 /// sequence (P1, the re-check of P3, P4) while a producer pushes one task and
 /// calls `unpark_one`. Worker 1 is parked throughout. The task is taken
 /// exactly once, and every thread ends (nobody sleeps with the task queued).
-// broken-variant: park_skips_last_searcher_recheck
-// broken-variant: notify_by_load
+// protocol: idle P1 P3 N1
+// broken-variant: park_skips_last_searcher_recheck; class: lost wakeup; expects: deadlock; threads
+// broken-variant: notify_by_load; class: store buffering; expects: deadlock; threads
 #[test]
 fn task_pushed_while_last_searcher_parks_is_not_stranded() {
     loom::model(|| {
@@ -162,7 +166,8 @@ fn task_pushed_while_last_searcher_parks_is_not_stranded() {
 /// Shutdown (`done`, then `unpark_all`) races a worker on its way to sleep.
 /// The worker must end: either `unpark_all` counted it and wakes it, or its
 /// P1 comes later and it sees `done` before sleeping.
-// broken-variant: unpark_all_relaxed
+// protocol: idle P1 P3 unpark_all
+// broken-variant: unpark_all_relaxed; class: missing Release/Acquire pair; expects: deadlock; threads
 #[test]
 fn shutdown_wakes_a_worker_that_is_parking() {
     loom::model(|| {

@@ -14,7 +14,8 @@ use magpie_core::sync::{thread, Arc, UnsafeCell};
 
 /// Unpark runs to completion (the unparking thread is joined) before park
 /// starts. The park must return: the unpark was remembered as NOTIFIED.
-// broken-variant: unpark_forgets_when_running
+// protocol: park U1 1
+// broken-variant: unpark_forgets_when_running; class: lost wakeup; expects: deadlock; threads
 #[test]
 fn unpark_before_park_is_not_lost() {
     loom::model(|| {
@@ -54,7 +55,8 @@ fn unpark_races(park: fn(&Parker)) {
 
 /// Unpark races park. The park returns in every interleaving and sees what
 /// the unparker wrote before it unparked.
-// broken-variant: parker_relaxed
+// protocol: park U1 1 3
+// broken-variant: parker_relaxed; class: missing Release/Acquire pair; expects: Causality violation
 #[test]
 fn unpark_during_park_wakes() {
     unpark_races(Parker::park);
@@ -62,7 +64,8 @@ fn unpark_during_park_wakes() {
 
 /// `park_timeout` racing an unpark returns `Notified`. Under loom the timeout
 /// never fires, so this also shows the wakeup does not depend on it.
-// broken-variant: parker_relaxed
+// protocol: park U1 1 3
+// broken-variant: parker_relaxed; class: missing Release/Acquire pair; expects: Causality violation
 #[test]
 fn park_timeout_is_woken_by_unpark() {
     unpark_races(|parker| {
@@ -76,7 +79,8 @@ fn park_timeout_is_woken_by_unpark() {
 /// Two parks, two unparks, the second sent only after the first park
 /// returned. The second park must wait for the second unpark: the first
 /// park consumed its notification instead of leaving it behind.
-// broken-variant: park_does_not_consume
+// protocol: park 1 3
+// broken-variant: park_does_not_consume; class: stale token; expects: assertion failed: second_sent
 #[test]
 fn each_park_consumes_its_unpark() {
     loom::model(|| {

@@ -21,6 +21,8 @@
 //! the LIFO models explore a single execution.
 #![cfg(loom)]
 
+mod loom_support;
+
 use magpie_core::queue::{self, Inject, LifoSlot, Local, LOCAL_QUEUE_CAPACITY};
 use magpie_core::sync::{thread, Arc};
 
@@ -41,13 +43,27 @@ impl Start {
     }
 }
 
-/// Runs `model` under loom with no leader, then once per choice of leader
-/// among its `threads` threads (main included).
+/// Runs `model` under loom with no leader (pass 0), then once per choice of
+/// leader among its `threads` threads, main included (pass `1 + leader`).
+///
+/// Each pass is a loom run of its own: its own "Completed in N iterations"
+/// line, and its own checkpoint file (`$LOOM_CHECKPOINT_FILE.pass-N`), so a
+/// failure recorded in one pass replays from that file. `MAGPIE_LOOM_PASS=N`
+/// runs pass N alone; a failing pass names itself on the test's output.
 fn explore(threads: usize, model: impl Fn(Start) + Sync + Send + 'static) {
+    let only: Option<usize> = std::env::var("MAGPIE_LOOM_PASS")
+        .ok()
+        .map(|n| n.parse().expect("MAGPIE_LOOM_PASS is a pass number"));
     let model = std::sync::Arc::new(model);
-    for leader in std::iter::once(None).chain((0..threads).map(Some)) {
+    let leaders = std::iter::once(None).chain((0..threads).map(Some));
+    for (pass, leader) in leaders.enumerate() {
+        if only.is_some_and(|only| only != pass) {
+            continue;
+        }
+        // Shown by the test harness if the pass fails (or with --nocapture).
+        println!("explore: pass {pass} (leader {leader:?})");
         let model = model.clone();
-        loom::model(move || model(Start { leader }));
+        loom_support::check(Some(pass), |_| {}, move || model(Start { leader }));
     }
 }
 
@@ -82,12 +98,14 @@ fn spawn_thief(start: Start, me: usize, victim: queue::Steal<u32>) -> thread::Jo
     })
 }
 
+// protocol: queue capacity
 #[test]
 fn local_queue_capacity_is_4_under_loom() {
     assert_eq!(LOCAL_QUEUE_CAPACITY, 4);
 }
 
-// broken-variant: pop_reads_before_claim
+// protocol: queue R2 R3
+// broken-variant: pop_reads_before_claim; class: check-then-act; expects: seen 2 times
 #[test]
 fn pop_and_steal_never_duplicate() {
     explore(2, |start| {
@@ -108,7 +126,8 @@ fn pop_and_steal_never_duplicate() {
     });
 }
 
-// broken-variant: pop_skips_unclaim
+// protocol: queue R4 S2
+// broken-variant: pop_skips_unclaim; class: missing rollback; expects: Model exceeded maximum number of branches
 #[test]
 fn pop_racing_a_steal_of_the_last_task_leaves_real_at_tail() {
     // One task: the thief's steal takes it all (half rounded up). If the
@@ -131,7 +150,8 @@ fn pop_racing_a_steal_of_the_last_task_leaves_real_at_tail() {
     });
 }
 
-// broken-variant: push_publishes_relaxed
+// protocol: queue P1 P2 S2
+// broken-variant: push_publishes_relaxed; class: missing Release/Acquire pair; expects: Causality violation
 #[test]
 fn stolen_tasks_are_fully_written_before_tail_is_published() {
     explore(2, |start| {
@@ -174,7 +194,8 @@ fn steal_while_owner_pushes(prefill: u32, pushes: u32, pops: usize) {
     });
 }
 
-// broken-variant: owner_reuses_unreleased_slots
+// protocol: queue P1 O1 O2 O4 S4
+// broken-variant: owner_reuses_unreleased_slots; class: slot reuse; expects: Causality violation
 #[test]
 fn steal_racing_overflow_never_loses_or_duplicates() {
     // Full ring; the next two pushes overflow, or go to inject alone while the
@@ -182,7 +203,8 @@ fn steal_racing_overflow_never_loses_or_duplicates() {
     steal_while_owner_pushes(4, 2, 0);
 }
 
-// broken-variant: steal_release_relaxed
+// protocol: queue S4 P1 R2
+// broken-variant: steal_release_relaxed; class: missing Release/Acquire pair; expects: Causality violation
 #[test]
 fn owner_reuses_stolen_slots_only_after_release() {
     // The owner pops and pushes around the thief, wrapping past the slots the
@@ -190,7 +212,8 @@ fn owner_reuses_stolen_slots_only_after_release() {
     steal_while_owner_pushes(3, 3, 2);
 }
 
-// broken-variant: steal_skips_busy_check
+// protocol: queue S2 S4
+// broken-variant: steal_skips_busy_check; class: check-then-act; expects: steal moved while a steal was in progress
 #[test]
 fn two_stealers_racing_the_owner_never_duplicate() {
     explore(3, |start| {
@@ -210,7 +233,8 @@ fn two_stealers_racing_the_owner_never_duplicate() {
     });
 }
 
-// broken-variant: steal_checks_dst_real
+// protocol: queue S1
+// broken-variant: steal_checks_dst_real; class: slot reuse; expects: Causality violation
 #[test]
 fn chained_steal_never_overwrites_a_slot_being_stolen() {
     explore(3, |start| {
@@ -240,7 +264,8 @@ fn chained_steal_never_overwrites_a_slot_being_stolen() {
     });
 }
 
-// broken-variant: lifo_steal_without_busy
+// protocol: queue L1 L3
+// broken-variant: lifo_steal_without_busy; class: slot reuse; expects: Causality violation
 #[test]
 fn lifo_push_and_steal_never_lose_or_duplicate() {
     explore(2, |start| {
@@ -267,7 +292,8 @@ fn lifo_push_and_steal_never_lose_or_duplicate() {
     });
 }
 
-// broken-variant: begin_park_two_steps
+// protocol: queue L2 L4
+// broken-variant: begin_park_two_steps; class: lost wakeup; expects: a task was stranded in a parking worker's slot
 #[test]
 fn lifo_push_during_begin_park_is_taken_or_refused_never_stranded() {
     explore(2, |start| {
@@ -311,7 +337,8 @@ fn fetch(inject: &Inject<u32>) -> Vec<u32> {
     got
 }
 
-// broken-variant: inject_batch_from_stale_len
+// protocol: queue I2 I3 I4
+// broken-variant: inject_batch_from_stale_len; class: check-then-act; expects: out of range for slice
 #[test]
 fn inject_push_batch_and_pop_batch_into_never_lose_or_duplicate() {
     explore(3, |start| {
@@ -347,7 +374,8 @@ fn push_each(inject: &Inject<u32>, tasks: impl IntoIterator<Item = u32>) -> Vec<
         .collect()
 }
 
-// broken-variant: inject_ring_publish_before_write
+// protocol: queue J2 J3
+// broken-variant: inject_ring_publish_before_write; class: publish before write; expects: Causality violation
 #[test]
 fn inject_ring_pushes_from_two_threads_are_taken_exactly_once() {
     // Two producers push two lone tasks each into a 2-slot ring (so one of
@@ -375,7 +403,8 @@ fn inject_ring_pushes_from_two_threads_are_taken_exactly_once() {
     });
 }
 
-// broken-variant: inject_ring_close_by_flag
+// protocol: queue J1 J5
+// broken-variant: inject_ring_close_by_flag; class: check-then-act; expects: a push accepted after close's drain was stranded
 #[test]
 fn inject_ring_push_racing_close_is_refused_or_drained_never_stranded() {
     // J5: a lone push racing `close` either fails (the task comes back) or

@@ -233,7 +233,8 @@ fn spawn_parked(
 
 /// A wake racing the poll that completes the task, plus a stale wake: the
 /// task is rescheduled or completed, never both, never lost.
-// broken-variant: wake_skips_write_when_queued
+// protocol: task-cell W2 W3 P3
+// broken-variant: wake_skips_write_when_queued; class: store buffering; expects: wake lost: the event was published and the task never completed
 #[test]
 fn wake_racing_completion_runs_or_completes_once() {
     loom::model(|| {
@@ -273,6 +274,7 @@ fn wake_racing_completion_runs_or_completes_once() {
 /// `abort()` from another thread at any point of a task that yields once
 /// and then completes: the JoinHandle gets the output or Cancelled, the
 /// future is dropped once, a queued task found cancelled is never polled.
+// protocol: task-cell C1 P1 P3 P6
 #[test]
 fn abort_racing_completion() {
     loom::model(|| {
@@ -313,7 +315,8 @@ fn abort_racing_completion() {
 /// The JoinHandle registers its waker and is dropped while another thread
 /// runs the task to completion: the output and the join waker are each
 /// dropped exactly once, on the right side, and no access to either races.
-// broken-variant: join_waker_written_after_flag
+// protocol: task-cell J2 J4 P5
+// broken-variant: join_waker_written_after_flag; class: publish before write; expects: Causality violation
 #[test]
 fn join_handle_drop_racing_completion_drops_output_once() {
     join_handle_drop_racing_completion();
@@ -357,7 +360,8 @@ fn join_handle_drop_racing_completion() {
 
 /// Same race, checked for the output's write: the handle reads the output
 /// only after it observes COMPLETE.
-// broken-variant: output_written_after_complete
+// protocol: task-cell P4 P5 J1 J4
+// broken-variant: output_written_after_complete; class: publish before write; expects: Causality violation
 #[test]
 fn join_handle_reads_the_output_only_after_completion() {
     join_handle_drop_racing_completion();
@@ -365,7 +369,8 @@ fn join_handle_reads_the_output_only_after_completion() {
 
 /// Same race, checked for the task side's use of the join waker: it wakes the
 /// waker before handing the cell back.
-// broken-variant: join_waker_released_before_wake
+// protocol: task-cell P5 J4
+// broken-variant: join_waker_released_before_wake; class: slot reuse; expects: Causality violation
 #[test]
 fn join_waker_is_woken_before_the_cell_is_handed_back() {
     loom::model(|| {
@@ -396,7 +401,8 @@ fn join_waker_is_woken_before_the_cell_is_handed_back() {
 /// a worker completes the task: the new waker replaces the old one (and is
 /// the one woken) or the handle finds the task complete, even when the task
 /// side has already woken the old waker and handed the cell back.
-// broken-variant: unset_join_waker_checks_flag_first
+// protocol: task-cell J3
+// broken-variant: unset_join_waker_checks_flag_first; class: check-then-act; expects: unset_join_waker: Snapshot
 #[test]
 fn join_handle_replacing_its_waker_racing_completion() {
     loom::model(|| {
@@ -435,6 +441,7 @@ fn join_handle_replacing_its_waker_racing_completion() {
 /// Two waker clones, one woken by value and one dropped, on two threads,
 /// while the worker runs and the JoinHandle is dropped: the task is freed
 /// exactly once (by whichever reference is last), never used after.
+// protocol: task-cell W1 W4
 #[test]
 fn waker_clone_and_drop_from_other_threads_free_exactly_once() {
     loom::model(|| {
@@ -460,7 +467,8 @@ fn waker_clone_and_drop_from_other_threads_free_exactly_once() {
 /// A wake from another thread while the task is queued or being polled: it
 /// is rescheduled exactly once (through `yield_now` if the wake landed
 /// during the poll), never lost, never queued twice.
-// broken-variant: idle_ignores_notified
+// protocol: task-cell P3
+// broken-variant: idle_ignores_notified; class: lost wakeup; expects: wake during the poll lost
 #[test]
 fn wake_during_poll_reschedules_exactly_once() {
     loom::model(|| {
@@ -497,7 +505,8 @@ fn wake_during_poll_reschedules_exactly_once() {
 /// `abort()` of a task that nobody will ever wake, landing before, during
 /// or after its first poll: the task is always cancelled and completed
 /// (an IDLE task is scheduled by the abort so a worker drops it).
-// broken-variant: cancel_idle_no_schedule
+// protocol: task-cell C1
+// broken-variant: cancel_idle_no_schedule; class: lost wakeup; expects: aborted idle task stranded
 #[test]
 fn abort_of_idle_task_completes_it() {
     loom::model(|| {
@@ -529,7 +538,8 @@ fn abort_of_idle_task_completes_it() {
 /// the task is cancelled exactly once, its entry (if the wake pushed one) is
 /// stale and only releases its reference, the joiner is woken, the task is
 /// freed.
-// broken-variant: shutdown_claim_not_atomic
+// protocol: task-cell S2 S4
+// broken-variant: shutdown_claim_not_atomic; class: check-then-act; expects: a task alive at shutdown was not cancelled
 #[test]
 fn shutdown_racing_wake() {
     loom::model(|| {
@@ -570,7 +580,8 @@ fn shutdown_racing_wake() {
 /// A spawn racing the registry's close: the task is either refused
 /// (cancelled at once, no entry) or linked in time for the sweep to cancel
 /// it. Never stranded: linked in a closed registry, alive, uncancelled.
-// broken-variant: bind_checks_closed_outside_lock
+// protocol: task-cell O2 S1 S2
+// broken-variant: bind_checks_closed_outside_lock; class: check-then-act; expects: a task survived the shutdown
 #[test]
 fn bind_racing_close_never_strands_a_task() {
     loom::model(|| {

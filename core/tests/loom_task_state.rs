@@ -13,6 +13,8 @@
 //! loom_task_state`. The tour is in `docs/loom.md`.
 #![cfg(loom)]
 
+mod loom_support;
+
 use magpie_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use magpie_core::sync::{thread, Arc, UnsafeCell};
 use magpie_core::task::state::{
@@ -287,7 +289,8 @@ fn assert_ran_once(t: &Task) {
     );
 }
 
-// broken-variant: idle_ignores_notified
+// protocol: task-state 3 4
+// broken-variant: idle_ignores_notified; class: lost wakeup; expects: task lost or completed twice
 #[test]
 fn wake_during_running_reschedules_exactly_once() {
     loom::model(|| {
@@ -315,7 +318,8 @@ fn wake_during_running_reschedules_exactly_once() {
     });
 }
 
-// broken-variant: wake_skips_write_when_queued
+// protocol: task-state 4 5
+// broken-variant: wake_skips_write_when_queued; class: store buffering; expects: task lost or completed twice
 #[test]
 fn wake_racing_completion() {
     loom::model(|| {
@@ -349,7 +353,8 @@ fn wake_racing_completion() {
     });
 }
 
-// broken-variant: ref_dec_no_acquire_fence
+// protocol: task-state 9
+// broken-variant: ref_dec_no_acquire_fence; class: missing fence; expects: Causality violation
 #[test]
 fn refcount_frees_exactly_once() {
     loom::model(|| {
@@ -400,7 +405,8 @@ fn yield_once(t: &Task, n: u32) -> Poll {
     }
 }
 
-// broken-variant: running_ignores_cancel
+// protocol: task-state 2 3 6
+// broken-variant: running_ignores_cancel; class: missing state check; expects: a task found queued by cancel was polled
 #[test]
 fn cancel_racing_completion() {
     loom::model(|| {
@@ -460,7 +466,8 @@ fn shielded_section(t: &Task, _n: u32) -> Poll {
     Poll::Pending
 }
 
-// broken-variant: cancel_ignores_shield
+// protocol: task-state 7
+// broken-variant: cancel_ignores_shield; class: missing state check; expects: cancel took effect inside a shield
 #[test]
 fn shield_defers_cancel() {
     loom::model(|| {
@@ -497,14 +504,14 @@ fn shield_defers_cancel() {
     });
 }
 
-// broken-variant: shield_carry
+// protocol: task-state 7 9
+// broken-variant: shield_carry; class: field overflow; expects: task freed 0 times
 #[test]
 fn shield_overflow_racing_ref_drop_frees_once() {
     // 255 enters and 255 exits are ~500 atomic steps: above loom's default
     // branch limit of 1,000 once the other thread's steps are added.
-    let mut model = loom::model::Builder::new();
-    model.max_branches = 5_000;
-    model.check(|| {
+    let raise_branches = |model: &mut loom::model::Builder| model.max_branches = 5_000;
+    loom_support::check(None, raise_branches, || {
         let t = Task::new(true);
         assert_eq!(
             t.state.transition_to_running(),
@@ -551,7 +558,8 @@ fn never_ready(_t: &Task, _n: u32) -> Poll {
     Poll::Pending
 }
 
-// broken-variant: cancel_idle_no_schedule
+// protocol: task-state 6
+// broken-variant: cancel_idle_no_schedule; class: lost wakeup; expects: cancelled task stranded
 #[test]
 fn cancel_of_idle_task_schedules_it() {
     loom::model(|| {
@@ -587,6 +595,7 @@ fn cancel_of_idle_task_schedules_it() {
 /// The JoinHandle registers its waker and is then dropped, racing the
 /// task's completion: the output and the waker are each dropped exactly once
 /// and the waker cell is never accessed by both sides unordered.
+// protocol: task-state 5 8
 #[test]
 fn join_waker_and_output_are_dropped_exactly_once() {
     loom::model(|| {

@@ -361,7 +361,8 @@ mod loom_tests {
     /// One buffer; the main thread returns it while another thread tries to
     /// take it. The taker either finds the pool empty or gets the buffer,
     /// never an empty slot; at the end the buffer is back exactly once.
-    // broken-variant: pool_publish_before_return
+    // protocol: pool 1 3 4
+    // broken-variant: pool_publish_before_return; class: publish before write; expects: buffer back in its slot
     #[test]
     fn returned_buffer_is_taken_whole_or_not_at_all() {
         loom::model(|| {
@@ -388,6 +389,7 @@ mod loom_tests {
 
     /// Two takers race for two buffers while one is returned: every buffer is
     /// handed to at most one holder at a time and all come back.
+    // protocol: pool 1 2
     #[test]
     fn racing_takers_never_share_a_buffer() {
         loom::model(|| {

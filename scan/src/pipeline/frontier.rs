@@ -623,7 +623,8 @@ mod loom_tests {
     /// holder releases the place and wakes what is ready: the task is handed
     /// back exactly once (by its own re-check or by the releaser's wake), and
     /// nothing is left parked. Conservation: parked == handed back.
-    // broken-variant: waitlist_no_fence
+    // protocol: waitlist 1 2 3 4
+    // broken-variant: waitlist_no_fence; class: store buffering; expects: a parked task was lost or doubled
     #[test]
     fn parked_task_is_handed_back_exactly_once() {
         loom::model(|| {
@@ -658,7 +659,8 @@ mod loom_tests {
     /// `fetch_or` (not SeqCst): the fences alone must order it against the
     /// parker's re-check. One buffer, held; a FetchSync finds the pool empty
     /// and parks while the Scan holding the buffer drops it and wakes.
-    // broken-variant: waitlist_no_fence
+    // protocol: waitlist 1 2 3 4
+    // broken-variant: waitlist_no_fence; class: store buffering; expects: a parked task was lost or doubled
     #[test]
     fn task_parked_on_the_pool_is_handed_back_exactly_once() {
         loom::model(|| {
