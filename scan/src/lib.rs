@@ -43,6 +43,8 @@ fn list_rules(config: &cli::Config) -> Result<report::Outcome, report::ScanError
         Ok(()) => Ok(report::Outcome {
             reported: 0,
             summary: report::Summary::default(),
+            fail_on_skip: 0,
+            findings_exit: None,
         }),
     }
 }
