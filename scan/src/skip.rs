@@ -32,7 +32,8 @@ impl SkippedEntry {
     /// 256 MiB limit)`, `corrupt or truncated archive: CRC mismatch`.
     pub fn message(&self) -> String {
         let mut m = self.reason.to_string();
-        if !self.detail.is_empty() {
+        // An unsupported feature's detail usually repeats its name.
+        if !self.detail.is_empty() && !m.contains(self.detail.as_str()) {
             m.push_str(": ");
             m.push_str(&self.detail);
         }
@@ -358,6 +359,30 @@ mod tests {
             SkipReason::from_io(&e(libc::EIO)),
             SkipReason::Unreadable(_)
         ));
+    }
+
+    #[test]
+    fn a_skip_message_does_not_repeat_its_detail() {
+        let e = SkippedEntry {
+            path: ObjPath::from_file_bytes(b"t.tar!gnu/sparse"),
+            reason: SkipReason::ArchiveUnsupported("GNU sparse tar member"),
+            count: 1,
+            detail: "GNU sparse tar member".into(),
+        };
+        assert_eq!(
+            e.message(),
+            "unsupported archive feature (GNU sparse tar member)"
+        );
+        let rest = SkippedEntry {
+            reason: SkipReason::ArchiveCorrupt,
+            count: 4,
+            detail: "bad CRC".into(),
+            ..e
+        };
+        assert_eq!(
+            rest.message(),
+            "corrupt or truncated archive: bad CRC (4 members not reached)"
+        );
     }
 
     #[test]

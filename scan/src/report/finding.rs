@@ -53,6 +53,23 @@ impl Finding {
     }
 }
 
+impl Finding {
+    /// 1-based line just past the secret's last byte (the line of its last
+    /// byte).
+    pub fn end_line(&self) -> u64 {
+        self.line + memchr::memchr_iter(b'\n', &self.secret).count() as u64
+    }
+
+    /// 1-based column, in bytes, just past the secret's last byte (SARIF's
+    /// exclusive `endColumn`): on a one-line secret, `column + length`.
+    pub fn end_column(&self) -> u64 {
+        match memchr::memrchr(b'\n', &self.secret) {
+            None => self.column + self.secret.len() as u64,
+            Some(i) => (self.secret.len() - i) as u64,
+        }
+    }
+}
+
 /// Version tag hashed first, so a future change of the recipe can never
 /// produce a fingerprint equal to an old one by accident of layout.
 const FINGERPRINT_TAG: &[u8] = b"magpie-fingerprint-v1";
@@ -239,6 +256,15 @@ mod tests {
             h.write(input);
             assert_eq!(h.finish(), want, "{:?}", String::from_utf8_lossy(input));
         }
+    }
+
+    #[test]
+    fn end_position_is_just_past_the_secret() {
+        let p = ObjPath::from_path(Path::new("a"));
+        let one = Finding::new("r", "", p.clone(), 3, 5, 0, b"abcd".to_vec());
+        assert_eq!((one.end_line(), one.end_column()), (3, 9));
+        let multi = Finding::new("r", "", p, 3, 5, 0, b"ab\ncdef\nxy".to_vec());
+        assert_eq!((multi.end_line(), multi.end_column()), (5, 3));
     }
 
     #[test]

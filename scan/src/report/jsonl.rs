@@ -15,16 +15,24 @@ use super::WriteOptions;
 use crate::skip::SkippedEntry;
 
 /// The keys of a finding object, in the order they are written.
-pub const FINDING_KEYS: [&str; 8] = [
+pub const FINDING_KEYS: [&str; 11] = [
     "rule",
     "description",
     "path",
     "line",
     "column",
+    "end_line",
+    "end_column",
     "offset",
     "secret",
     "fingerprint",
+    "version",
 ];
+
+/// The report format's version, written as `version` in every finding and
+/// skipped-entry object and at the top of a `json` document: the scanner's
+/// version (the keys above are stable within a major version).
+pub const REPORT_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Appends one finding as a JSON object (no trailing newline).
 pub fn push_finding(buf: &mut Vec<u8>, f: &Finding, opts: &WriteOptions) {
@@ -36,19 +44,25 @@ pub fn push_finding(buf: &mut Vec<u8>, f: &Finding, opts: &WriteOptions) {
     push_bytes_str(buf, &f.path.to_bytes());
     buf.extend_from_slice(
         format!(
-            ",\"line\":{},\"column\":{},\"offset\":{},\"secret\":",
-            f.line, f.column, f.offset
+            ",\"line\":{},\"column\":{},\"end_line\":{},\"end_column\":{},\"offset\":{},\"secret\":",
+            f.line,
+            f.column,
+            f.end_line(),
+            f.end_column(),
+            f.offset
         )
         .as_bytes(),
     );
     push_bytes_str(buf, &opts.shown_secret(&f.secret));
     buf.extend_from_slice(b",\"fingerprint\":");
     push_bytes_str(buf, f.fingerprint.as_bytes());
+    buf.extend_from_slice(b",\"version\":");
+    push_bytes_str(buf, REPORT_VERSION.as_bytes());
     buf.push(b'}');
 }
 
 /// The keys of a skipped-entry object, in the order they are written.
-pub const SKIPPED_KEYS: [&str; 5] = ["type", "path", "reason", "message", "count"];
+pub const SKIPPED_KEYS: [&str; 6] = ["type", "path", "reason", "message", "count", "version"];
 
 /// Appends one skipped entry as a JSON object: `{"type":"skipped","path":
 /// ...,"reason":"too_large","message":"...","count":1}`. `reason` is the
@@ -61,7 +75,9 @@ pub fn push_skipped(buf: &mut Vec<u8>, e: &SkippedEntry) {
     push_bytes_str(buf, e.reason.label().as_bytes());
     buf.extend_from_slice(b",\"message\":");
     push_bytes_str(buf, e.message().as_bytes());
-    buf.extend_from_slice(format!(",\"count\":{}}}", e.count).as_bytes());
+    buf.extend_from_slice(format!(",\"count\":{},\"version\":", e.count).as_bytes());
+    push_bytes_str(buf, REPORT_VERSION.as_bytes());
+    buf.push(b'}');
 }
 
 /// Writes one object per finding, one per line, then one line per skipped
@@ -100,7 +116,11 @@ pub fn write_json(
     summary: &Summary,
     opts: &WriteOptions,
 ) -> Result<(), OutputError> {
-    out.write_all(b"{\"findings\":[")?;
+    out.write_all(b"{\"version\":")?;
+    let mut v = Vec::new();
+    push_bytes_str(&mut v, REPORT_VERSION.as_bytes());
+    out.write_all(&v)?;
+    out.write_all(b",\"findings\":[")?;
     let mut buf = Vec::with_capacity(512);
     for (i, f) in findings.iter().enumerate() {
         buf.clear();

@@ -34,8 +34,6 @@ pub const SARIF_SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
 pub const SARIF_VERSION: &str = "2.1.0";
 /// `tool.driver.name`.
 pub const TOOL_NAME: &str = "magpie-scan";
-/// `tool.driver.informationUri`.
-pub const TOOL_INFORMATION_URI: &str = "https://github.com/magpie-scan/magpie";
 /// The `uriBaseId` of relative locations.
 pub const SRCROOT: &str = "%SRCROOT%";
 /// The key of our fingerprint in `partialFingerprints`.
@@ -153,8 +151,6 @@ pub fn write_sarif(
     push_str(&mut buf, opts.tool_version);
     buf.extend_from_slice(b",\"semanticVersion\":");
     push_str(&mut buf, opts.tool_version);
-    buf.extend_from_slice(b",\"informationUri\":");
-    push_str(&mut buf, TOOL_INFORMATION_URI);
     buf.extend_from_slice(b",\"rules\":[");
     for (i, (id, desc)) in rules.iter().enumerate() {
         if i > 0 {
@@ -195,12 +191,35 @@ pub fn write_sarif(
     Ok(())
 }
 
+/// A rule's SARIF `name`: its id in PascalCase (`github-pat` gives
+/// `GithubPat`), as SARIF asks for a name that differs from the id.
+pub fn rule_name(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    let mut upper = true;
+    for c in id.chars() {
+        if c.is_ascii_alphanumeric() {
+            if upper {
+                out.extend(c.to_uppercase());
+            } else {
+                out.push(c);
+            }
+            upper = false;
+        } else {
+            upper = true;
+        }
+    }
+    if out.is_empty() || out == id {
+        out.insert_str(0, "Rule");
+    }
+    out
+}
+
 fn push_rule(buf: &mut Vec<u8>, id: &str, desc: &str) {
     let short = if desc.is_empty() { id } else { desc };
     buf.extend_from_slice(b"{\"id\":");
     push_str(buf, id);
     buf.extend_from_slice(b",\"name\":");
-    push_str(buf, id);
+    push_str(buf, &rule_name(id));
     buf.extend_from_slice(b",\"shortDescription\":{\"text\":");
     push_str(buf, short);
     buf.extend_from_slice(b"},\"fullDescription\":{\"text\":");
@@ -290,16 +309,30 @@ fn push_result(buf: &mut Vec<u8>, f: &Finding, rule_index: usize, opts: &WriteOp
     } else {
         buf.extend_from_slice(
             format!(
-                "{{\"startLine\":{},\"startColumn\":{},\"byteOffset\":{},\"byteLength\":{}}}",
+                "{{\"startLine\":{},\"startColumn\":{},\"endLine\":{},\"endColumn\":{},\"byteOffset\":{},\"byteLength\":{}}}",
                 f.line.max(1),
                 f.column.max(1),
+                f.end_line().max(1),
+                f.end_column().max(1),
                 f.offset,
                 f.secret.len()
             )
             .as_bytes(),
         );
     }
-    buf.extend_from_slice(b"}}],\"partialFingerprints\":{");
+    buf.push(b'}');
+    if f.path.is_archive_member() {
+        // The member itself, which no viewer can open on disk.
+        buf.extend_from_slice(
+            b",\"logicalLocations\":[{\"kind\":\"member\",\"fullyQualifiedName\":",
+        );
+        push_str(buf, &f.path.to_string());
+        buf.extend_from_slice(b",\"name\":");
+        push_str(buf, &lossy(&f.path.member_bytes()));
+        buf.push(b'}');
+        buf.push(b']');
+    }
+    buf.extend_from_slice(b"}],\"partialFingerprints\":{");
     push_str(buf, FINGERPRINT_KEY);
     buf.push(b':');
     push_str(buf, &f.fingerprint);
