@@ -362,7 +362,7 @@ mod loom_tests {
     /// take it. The taker either finds the pool empty or gets the buffer,
     /// never an empty slot; at the end the buffer is back exactly once.
     // protocol: pool 1 3 4
-    // broken-variant: pool_publish_before_return; class: publish before write; expects: buffer back in its slot
+    // broken-variant: pool_publish_before_return; class: publish before write; expects: claimed a free slot with no buffer
     #[test]
     fn returned_buffer_is_taken_whole_or_not_at_all() {
         loom::model(|| {
