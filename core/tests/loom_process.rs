@@ -184,7 +184,8 @@ fn wait_idle(_: &Proc, _: bool) -> Option<Wait> {
     Some(Wait::Idle)
 }
 
-// broken-variant: waiting_ignores_notified
+// protocol: process P3 W4
+// broken-variant: waiting_ignores_notified; class: lost wakeup; expects: the completion was lost
 #[test]
 fn completion_racing_end_of_step_is_never_lost() {
     loom::model(|| {
@@ -205,7 +206,8 @@ fn completion_racing_end_of_step_is_never_lost() {
     });
 }
 
-// broken-variant: notify_leaves_idle_asleep
+// protocol: process P3 W4
+// broken-variant: notify_leaves_idle_asleep; class: lost wakeup; expects: the message was lost
 #[test]
 fn message_racing_idle_transition_is_never_lost() {
     loom::model(|| {
@@ -224,7 +226,8 @@ fn message_racing_idle_transition_is_never_lost() {
     });
 }
 
-// broken-variant: notify_schedules_ready
+// protocol: process P3 W1 W4
+// broken-variant: notify_schedules_ready; class: missing state check; expects: queued twice
 #[test]
 fn process_is_never_queued_twice() {
     loom::model(|| {
@@ -244,7 +247,8 @@ fn process_is_never_queued_twice() {
     });
 }
 
-// broken-variant: cancel_revives_complete
+// protocol: process X1 C2
+// broken-variant: cancel_revives_complete; class: missing state check; expects: stepped after complete
 #[test]
 fn cancel_racing_completion() {
     loom::model(|| {
@@ -271,7 +275,8 @@ fn cancel_racing_completion() {
     });
 }
 
-// broken-variant: mpsc_link_relaxed
+// protocol: process P2 W2
+// broken-variant: mpsc_link_relaxed; class: missing Release/Acquire pair; expects: Causality violation
 #[test]
 fn mpsc_push_racing_pop_conserves_events() {
     loom::model(|| {
@@ -296,7 +301,8 @@ fn mpsc_push_racing_pop_conserves_events() {
     });
 }
 
-// broken-variant: claim_takes_running
+// protocol: process C2 X2
+// broken-variant: claim_takes_running; class: missing state check; expects: close must run exactly once
 #[test]
 fn close_runs_exactly_once() {
     loom::model(|| {
@@ -328,7 +334,8 @@ fn close_runs_exactly_once() {
     });
 }
 
-// broken-variant: admit_ignores_closed
+// protocol: process P1 C1
+// broken-variant: admit_ignores_closed; class: missing state check; expects: a send after the exit was accepted
 #[test]
 fn send_racing_exit_is_refused_or_accepted_never_lost_unseen() {
     loom::model(|| {
