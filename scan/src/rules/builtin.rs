@@ -623,9 +623,10 @@ fn table() -> Vec<B> {
         tok("http-authorization-header", "http-credential", "Credential in an HTTP Authorization header (Basic, Bearer or token)", &["authorization"],
             r#"(?i:authorization)["']?\s{0,4}[:=]\s{0,4}["']?(?i:basic|bearer|token)\s+([A-Za-z0-9+/_.~-]{20,500}={0,2})(?:["'\s;,]|\\[nr]|$)"#,
             "{b64url:40}").ci().ent(3.5).classes(3).prio(-3).precision(Precision::Medium)
+            .stopwords(DOCUMENTATION_VALUES)
             .ex(&["Authorization: Bearer {secret}", "-H 'Authorization: Basic {secret}'", "\"authorization\": \"token {secret}\""])
             .neg(&["Authorization: Bearer <token>", "Authorization: Bearer ${TOKEN}", "Authorization: Basic dXNlcjpwYXNzd29yZA==",
-                   "Authorization: Bearer YOUR_ACCESS_TOKEN_HERE_12"]),
+                   "Authorization: Bearer YOUR_ACCESS_TOKEN_HERE_12", "Authorization: Basic czZCaGRSa3F0MzpnWDFmQmF0M2JW"]),
         // ------------------------------------------------- URLs with passwords
         url("postgres-url", "PostgreSQL connection URL with a password", &["postgres://", "postgresql://"], "postgres(?:ql)?",
             "postgres://app_user:{secret}@db.internal:5432/app"),

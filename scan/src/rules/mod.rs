@@ -550,11 +550,11 @@ impl Rule {
         if self.info.path_only || self.compiled.get().is_some() {
             return Ok(());
         }
-        let built = Compiled::build(&self.pattern, self.anchored).map_err(|e| {
-            // The pattern parsed (checked when the rule was made), so a
-            // failed build is a limit of the engine, not a syntax error.
-            unsupported(&self.info.id, format!("bad regex: {e}"))
-        })?;
+        // A regex that parses but is over the size limit stays an error: the
+        // user asked for that rule and must learn before the scan that it
+        // cannot run (e2e_cli's `rules_file_regex_that_only_fails_to_build_…`).
+        let built = Compiled::build(&self.pattern, self.anchored)
+            .map_err(|e| rule_err(&self.info.id, format!("bad regex: {e}")))?;
         for re in std::iter::once(&built.regex).chain(built.at_hit.as_ref()) {
             if re.captures_len() != self.groups {
                 return Err(rule_err(

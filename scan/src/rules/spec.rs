@@ -178,8 +178,8 @@ pub enum RuleError {
     /// A rule is invalid; the message names the rule and the field.
     Rule { id: String, message: String },
     /// A rule is valid but uses something magpie's engine cannot run (no
-    /// keyword can be derived, a match longer than the limit, a regex over
-    /// the size limit). A config loaded for a scan warns and skips it.
+    /// keyword can be derived, a match longer than the limit). A config
+    /// loaded for a scan warns and skips it.
     Unsupported { id: String, message: String },
     /// Two rules share an id.
     DuplicateId(String),
