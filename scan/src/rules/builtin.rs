@@ -648,7 +648,7 @@ fn table() -> Vec<B> {
         // ------------------------------------------------------------- generic
         tok("generic-secret-assignment", "generic", "High-entropy value assigned to a password, secret, token or API key",
             &["passw", "secret", "token", "api_key", "apikey", "api-key", "access_key", "auth_key"],
-            r#"(?i:passw(?:or)?d|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key)[\w.-]{0,20}["']?\s{0,4}(?::=|=>|=|:|>)\s{0,4}["'`]?([A-Za-z0-9+/_.~!@#%^*=-]{12,100})(?:["'`\s;,&<]|$)"#,
+            r#"(?i:passw(?:or)?d|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key)[\w.-]{0,20}["']?[ \t]{0,4}(?::=|=>|=|:|>)[ \t]{0,4}["'`]?([A-Za-z0-9+/_.~!@#%^*=-]{12,100})(?:["'`\s;,&<]|$)"#,
             "{alnum:24}").ci().prio(-10).ent(3.5).classes(3).precision(Precision::Low)
             .allow_secret(&[GENERIC_NOT_SECRET_VALUES, GENERIC_IDENTIFIERS, GENERIC_EXPRESSIONS, GENERIC_NAMED_VALUES])
             .allow_match(&[GENERIC_AWS_SECRET_NAMES])
