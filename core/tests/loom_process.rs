@@ -227,7 +227,7 @@ fn message_racing_idle_transition_is_never_lost() {
 }
 
 // protocol: process P3 W1 W4
-// broken-variant: notify_schedules_ready; class: missing state check; expects: queued twice
+// broken-variant: notify_schedules_ready; class: missing state check; expects: an entry found the process not READY
 #[test]
 fn process_is_never_queued_twice() {
     loom::model(|| {
@@ -248,7 +248,7 @@ fn process_is_never_queued_twice() {
 }
 
 // protocol: process X1 C2
-// broken-variant: cancel_revives_complete; class: missing state check; expects: stepped after complete
+// broken-variant: cancel_revives_complete; class: missing state check; expects: a cancel revived it
 #[test]
 fn cancel_racing_completion() {
     loom::model(|| {
@@ -265,7 +265,7 @@ fn cancel_racing_completion() {
         }
         worker.join().unwrap();
         assert_eq!(p.n(&p.stale), 0, "an entry found the process not READY");
-        assert_eq!(p.n(&p.steps), 1);
+        assert_eq!(p.n(&p.steps), 1, "stepped more than once: a cancel revived it");
         assert_eq!(p.n(&p.steps_after_complete), 0, "stepped after complete");
         assert_eq!(p.n(&p.completions), 1);
         // A cancel the step saw was requested before it began.
@@ -302,7 +302,7 @@ fn mpsc_push_racing_pop_conserves_events() {
 }
 
 // protocol: process C2 X2
-// broken-variant: claim_takes_running; class: missing state check; expects: close must run exactly once
+// broken-variant: claim_takes_running; class: missing state check; expects: only the token holder completes
 #[test]
 fn close_runs_exactly_once() {
     loom::model(|| {

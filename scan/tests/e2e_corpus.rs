@@ -147,5 +147,12 @@ fn library_scan_keeps_the_accounting_invariant_and_agrees_with_the_binary() {
     assert!(report2.accounting.holds(false), "{:?}", report2.accounting);
     assert_eq!(report2.findings, report.findings);
     assert!(report2.summary.metrics["enumerate_backpressure"] > 0);
-    assert!(report2.summary.metrics["fetch_pool_empty"] > 0);
+    // Whether a FetchSync ever finds the one buffer taken depends on timing:
+    // the next FetchSync of a file is spawned before the Scan that holds the
+    // buffer, and the Scan (in the LIFO slot) usually runs and returns the
+    // buffer before another worker gets the FetchSync. So this run cannot
+    // promise `fetch_pool_empty > 0` (it stopped happening when the rule set
+    // grew); parking on an empty pool is proven by the loom model
+    // `task_parked_on_the_pool_is_handed_back_exactly_once`
+    // (src/pipeline/frontier.rs), and here nothing may be lost either way.
 }
