@@ -265,7 +265,11 @@ fn cancel_racing_completion() {
         }
         worker.join().unwrap();
         assert_eq!(p.n(&p.stale), 0, "an entry found the process not READY");
-        assert_eq!(p.n(&p.steps), 1, "stepped more than once: a cancel revived it");
+        assert_eq!(
+            p.n(&p.steps),
+            1,
+            "stepped more than once: a cancel revived it"
+        );
         assert_eq!(p.n(&p.steps_after_complete), 0, "stepped after complete");
         assert_eq!(p.n(&p.completions), 1);
         // A cancel the step saw was requested before it began.

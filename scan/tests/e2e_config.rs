@@ -169,3 +169,32 @@ fn scan_rules_lists_each_rule_with_its_keywords_and_source() {
         "{text}"
     );
 }
+
+/// SARIF carries each rule's own precision: `low` for the generic
+/// keyword-plus-randomness rule, `high` for a token with its own format.
+#[test]
+fn sarif_precision_is_each_rules_own() {
+    let dir = tempdir();
+    std::fs::write(
+        dir.path().join("settings.py"),
+        "GITHUB_TOKEN = \"ghp_Q7mZk2Lr9XwT4vNc8bHs1YdFp6JgAe3UuRiO\"\n\
+         db_password = \"kT9#vQ2!mXp7Lz4@Rw8s\"\n",
+    )
+    .unwrap();
+    let run = scan_in(dir.path(), ["--format", "sarif", "."]);
+    let log: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let rules = log["runs"][0]["tool"]["driver"]["rules"]
+        .as_array()
+        .unwrap();
+    let precision = |id: &str| {
+        rules
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap_or_else(|| panic!("no rule {id} in {rules:?}"))["properties"]["precision"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(precision("github-pat"), "high");
+    assert_eq!(precision("generic-secret-assignment"), "low");
+}

@@ -86,6 +86,7 @@ fn finding(shared: &Shared, obj: &ObjectRef, buf: &[u8], m: &Match, loc: &mut Lo
         at.offset,
         &buf[m.secret_start..m.secret_end],
     );
+    f.precision = info.precision;
     f.context = context_line(buf, m.secret_start);
     f
 }

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use super::path::ObjPath;
+use crate::rules::Precision;
 
 /// One secret found at one place.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -11,6 +12,11 @@ pub struct Finding {
     pub rule: String,
     /// The rule's one-line description.
     pub description: String,
+    /// How often the rule's findings are real (SARIF `precision`): `low`
+    /// for the generic keyword-plus-randomness rule, higher for rules that
+    /// recognise a token's own format. [`Finding::new`] sets the default
+    /// (`medium`); the scanner sets the rule's own.
+    pub precision: Precision,
     /// The file, and archive members below it.
     pub path: ObjPath,
     /// 1-based line of the secret's first byte.
@@ -42,6 +48,7 @@ impl Finding {
         Self {
             rule: rule.into(),
             description: description.into(),
+            precision: Precision::default(),
             path,
             line,
             column,

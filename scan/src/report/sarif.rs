@@ -26,6 +26,7 @@ use super::error::OutputError;
 use super::finding::Finding;
 use super::json::push_bytes_str;
 use super::WriteOptions;
+use crate::rules::Precision;
 use crate::skip::SkippedEntry;
 
 /// The schema URI written in `$schema`.
@@ -134,9 +135,11 @@ pub fn write_sarif(
     opts: &WriteOptions,
 ) -> Result<(), OutputError> {
     // Rules with a result, in id order; a result's ruleIndex points here.
-    let mut rules: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut rules: BTreeMap<&str, (&str, Precision)> = BTreeMap::new();
     for f in findings {
-        rules.entry(&f.rule).or_insert(&f.description);
+        rules
+            .entry(&f.rule)
+            .or_insert((&f.description, f.precision));
     }
     let index: BTreeMap<&str, usize> = rules.keys().enumerate().map(|(i, k)| (*k, i)).collect();
 
@@ -152,11 +155,11 @@ pub fn write_sarif(
     buf.extend_from_slice(b",\"semanticVersion\":");
     push_str(&mut buf, opts.tool_version);
     buf.extend_from_slice(b",\"rules\":[");
-    for (i, (id, desc)) in rules.iter().enumerate() {
+    for (i, (id, (desc, precision))) in rules.iter().enumerate() {
         if i > 0 {
             buf.push(b',');
         }
-        push_rule(&mut buf, id, desc);
+        push_rule(&mut buf, id, desc, *precision);
     }
     buf.extend_from_slice(b"]}}");
     if let Some(base) = &opts.base_dir {
@@ -214,7 +217,7 @@ pub fn rule_name(id: &str) -> String {
     out
 }
 
-fn push_rule(buf: &mut Vec<u8>, id: &str, desc: &str) {
+fn push_rule(buf: &mut Vec<u8>, id: &str, desc: &str, precision: Precision) {
     let short = if desc.is_empty() { id } else { desc };
     buf.extend_from_slice(b"{\"id\":");
     push_str(buf, id);
@@ -235,8 +238,10 @@ fn push_rule(buf: &mut Vec<u8>, id: &str, desc: &str) {
     );
     buf.extend_from_slice(
         b"},\"defaultConfiguration\":{\"level\":\"error\"},\
-          \"properties\":{\"tags\":[\"security\",\"secret\"],\"precision\":\"high\"}}",
+          \"properties\":{\"tags\":[\"security\",\"secret\"],\"precision\":",
     );
+    push_str(buf, precision.as_str());
+    buf.extend_from_slice(b"}}");
 }
 
 /// A skipped entry as a `toolExecutionNotification`: level `warning`, the
