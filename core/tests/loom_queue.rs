@@ -23,49 +23,10 @@
 
 mod loom_support;
 
+use loom_support::{explore, Start};
+
 use magpie_core::queue::{self, Inject, LifoSlot, Local, LOCAL_QUEUE_CAPACITY};
 use magpie_core::sync::{thread, Arc};
-
-/// Which thread runs first in one pass of a model (`None`: loom decides).
-#[derive(Clone, Copy, Debug)]
-struct Start {
-    leader: Option<usize>,
-}
-
-impl Start {
-    /// Called by thread `me` (0 is the model's main thread, spawned threads
-    /// count from 1) before its first step: with a leader chosen, every other
-    /// thread yields once, so the leader runs first.
-    fn gate(self, me: usize) {
-        if self.leader.is_some_and(|leader| leader != me) {
-            thread::yield_now();
-        }
-    }
-}
-
-/// Runs `model` under loom with no leader (pass 0), then once per choice of
-/// leader among its `threads` threads, main included (pass `1 + leader`).
-///
-/// Each pass is a loom run of its own: its own "Completed in N iterations"
-/// line, and its own checkpoint file (`$LOOM_CHECKPOINT_FILE.pass-N`), so a
-/// failure recorded in one pass replays from that file. `MAGPIE_LOOM_PASS=N`
-/// runs pass N alone; a failing pass names itself on the test's output.
-fn explore(threads: usize, model: impl Fn(Start) + Sync + Send + 'static) {
-    let only: Option<usize> = std::env::var("MAGPIE_LOOM_PASS")
-        .ok()
-        .map(|n| n.parse().expect("MAGPIE_LOOM_PASS is a pass number"));
-    let model = std::sync::Arc::new(model);
-    let leaders = std::iter::once(None).chain((0..threads).map(Some));
-    for (pass, leader) in leaders.enumerate() {
-        if only.is_some_and(|only| only != pass) {
-            continue;
-        }
-        // Shown by the test harness if the pass fails (or with --nocapture).
-        println!("explore: pass {pass} (leader {leader:?})");
-        let model = model.clone();
-        loom_support::check(Some(pass), |_| {}, move || model(Start { leader }));
-    }
-}
 
 /// Asserts that `seen` holds each of `0..n` exactly once.
 fn assert_each_once(n: u32, seen: &[u32]) {
