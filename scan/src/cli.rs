@@ -86,6 +86,9 @@ pub struct Config {
     pub workers: usize,
     /// Files larger than this many bytes are skipped; `None` = no limit.
     pub max_file_size: Option<u64>,
+    /// Decodings (base64, percent, hex) applied one inside another at most
+    /// before the rules run again on the result; 0 turns decoding off.
+    pub max_decode_depth: u32,
     /// Honour `.gitignore`, `.ignore` and git's exclude files
     /// (`--respect-gitignore`; off by default).
     pub respect_ignore_files: bool,
@@ -317,6 +320,22 @@ struct Cli {
                      0 means no limit.")
     )]
     max_file_size: u64,
+
+    /// Decode base64, percent and hex spans up to N levels deep (0 = off).
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = scan_decode_default(),
+        long_help = wrap("Look inside encoded text: runs of base64 (16 characters or more, \
+                     either alphabet), hex (32 digits or more) and percent-encoded values \
+                     are decoded, and when the result is text the rules run on it again; a \
+                     decoded span is searched for further spans, N levels deep at most. A \
+                     finding in decoded text is reported at the encoded span, with the \
+                     decodings named (\"decoded\" in json, jsonl and SARIF). 0 turns \
+                     decoding off. [default: 2]"),
+        hide_default_value = true
+    )]
+    max_decode_depth: u32,
 
     /// Skip what .gitignore, .ignore and .git/info/exclude exclude.
     #[arg(
@@ -600,6 +619,7 @@ impl Cli {
             format: self.format,
             workers,
             max_file_size: (self.max_file_size != 0).then_some(self.max_file_size),
+            max_decode_depth: self.max_decode_depth,
             respect_ignore_files: self.respect_gitignore && !self.no_ignore,
             exclude: self.exclude,
             verbose: self.verbose,
@@ -688,6 +708,10 @@ impl RulesCli {
         };
         c
     }
+}
+
+const fn scan_decode_default() -> u32 {
+    crate::decode::DEFAULT_MAX_DEPTH
 }
 
 /// The full `--help` text (for tests and documentation).

@@ -63,6 +63,8 @@ pub(crate) struct Settings {
     pub(crate) context_len: usize,
     pub(crate) follow_symlinks: bool,
     pub(crate) max_file_size: Option<u64>,
+    /// Decodings applied one inside another at most (0: no decoding).
+    pub(crate) max_decode_depth: u32,
     /// `None` when archives are not opened.
     pub(crate) archives: Option<ArchiveSettings>,
 }
@@ -87,6 +89,8 @@ pub(crate) struct Counters {
     /// Matches left out because their line carries `gitleaks:allow` or
     /// `magpie:allow`.
     pub(crate) inline_allowed: u64,
+    /// Encoded spans that decoded to text and were scanned again.
+    pub(crate) decoded_spans: u64,
     /// Objects counted as skipped when they were discovered (they never
     /// took a frontier place), by label index.
     pub(crate) skipped_at_discovery: [u64; SKIP_LABELS],
@@ -106,10 +110,12 @@ impl Counters {
             bytes_scanned,
             raw_findings,
             inline_allowed,
+            decoded_spans,
             skipped_at_discovery,
             excluded,
         } = o;
         self.inline_allowed += inline_allowed;
+        self.decoded_spans += decoded_spans;
         self.excluded.add(excluded);
         self.enumerate_count += enumerate_count;
         self.enumerate_backpressure += enumerate_backpressure;
@@ -144,6 +150,7 @@ pub(crate) struct WorkerScratch {
     shared: Arc<Shared>,
     pub(crate) rules: Scratch,
     pub(crate) matches: Vec<Match>,
+    pub(crate) decode: crate::decode::Scratch,
     pub(crate) findings: Vec<Finding>,
     /// Every skip this worker met, named.
     pub(crate) skipped: Vec<SkippedEntry>,
@@ -166,6 +173,7 @@ impl WorkerScratch {
             shared,
             rules: Scratch::new(),
             matches: Vec::new(),
+            decode: crate::decode::Scratch::default(),
             findings: Vec::new(),
             skipped: Vec::new(),
             counters: Counters::default(),

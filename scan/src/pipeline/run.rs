@@ -180,6 +180,7 @@ fn settings(config: &Config, rules: &RuleSet) -> Settings {
         context_len: rules.context_len(),
         follow_symlinks: config.follow_symlinks,
         max_file_size: config.max_file_size,
+        max_decode_depth: config.max_decode_depth,
         archives,
     }
 }

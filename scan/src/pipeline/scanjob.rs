@@ -4,9 +4,10 @@
 use std::borrow::Cow;
 
 use crate::chunk::Locator;
+use crate::decode::{self, Encoding};
 use crate::pool::PooledBuf;
 use crate::report::Finding;
-use crate::rules::Match;
+use crate::rules::{self, Match, RuleId, RuleSet};
 use crate::trace::TaskKind;
 
 use super::frontier::ObjectRef;
@@ -61,6 +62,9 @@ pub(super) fn run(
             sc.findings.push(finding(shared, &obj, &buf, m, &mut loc));
         }
     }
+    if shared.settings.max_decode_depth > 0 {
+        scan_decoded(shared, &obj, &buf, &chunk, ctx);
+    }
     let note = Note::of(
         ctx,
         TaskKind::Scan,
@@ -72,6 +76,131 @@ pub(super) fn run(
     // pool is woken by the runner's wake check right after this task.
     drop(buf);
     note
+}
+
+/// A secret found in decoded text: where its outermost encoded span lies in
+/// the chunk, the decodings, the rule and the decoded secret.
+struct DecodedHit {
+    span: (usize, usize),
+    chain: Vec<Encoding>,
+    rule: RuleId,
+    secret: Vec<u8>,
+}
+
+/// Runs the rules again over the text of every encoded span whose first byte
+/// the chunk owns (`scan/src/decode/`), and reports what they find at the
+/// encoded span.
+fn scan_decoded(shared: &Shared, obj: &ObjectRef, buf: &[u8], chunk: &ChunkSpan, ctx: &mut Ctx) {
+    let sc = &mut ctx.scratch;
+    let mut hits = Vec::new();
+    let mut chain = Vec::new();
+    let mut level = Level {
+        rules: &shared.rules,
+        rule_scratch: &mut sc.rules,
+        scratch: &mut sc.decode,
+        matches: &mut sc.matches,
+        max_depth: shared.settings.max_decode_depth,
+        decoded_spans: 0,
+    };
+    level.scan(buf, chunk.owned(), 0, None, &mut chain, &mut hits);
+    sc.counters.decoded_spans += level.decoded_spans;
+    if hits.is_empty() {
+        return;
+    }
+    hits.sort_by(|a, b| (a.span, &a.secret, a.rule).cmp(&(b.span, &b.secret, b.rule)));
+    hits.dedup_by(|a, b| a.span == b.span && a.secret == b.secret && a.rule == b.rule);
+    sc.counters.raw_findings += hits.len() as u64;
+    let meta = chunk.meta(buf.len());
+    let mut loc = Locator::new(&meta);
+    for hit in hits {
+        let (start, end) = hit.span;
+        if line_allows(buf, start, end) {
+            sc.counters.inline_allowed += 1;
+            continue;
+        }
+        let info = shared.rules.rule(hit.rule);
+        let at = loc.locate(buf, start);
+        let mut f = Finding::new(
+            info.id.as_str(),
+            info.description.as_str(),
+            obj.path().clone(),
+            at.line,
+            at.column,
+            at.offset,
+            hit.secret,
+        );
+        f.precision = info.precision;
+        f.context = context_line(buf, start);
+        f.decoded = hit.chain;
+        f.encoded_len = (end - start) as u64;
+        sc.findings.push(f);
+    }
+}
+
+/// One worker's decoding state, borrowed for one chunk.
+struct Level<'a> {
+    rules: &'a RuleSet,
+    rule_scratch: &'a mut rules::Scratch,
+    scratch: &'a mut decode::Scratch,
+    matches: &'a mut Vec<Match>,
+    max_depth: u32,
+    decoded_spans: u64,
+}
+
+impl Level<'_> {
+    /// Decodes the spans of `buf` that start in `owned` at decoding depth
+    /// `depth` (0: the file's own bytes), scans each text, and goes one
+    /// level deeper while `max_depth` allows. `outer` is the outermost span
+    /// (in the chunk) the text came from.
+    fn scan(
+        &mut self,
+        buf: &[u8],
+        owned: std::ops::Range<usize>,
+        depth: usize,
+        outer: Option<(usize, usize)>,
+        chain: &mut Vec<Encoding>,
+        hits: &mut Vec<DecodedHit>,
+    ) {
+        if self.scratch.spans.len() <= depth {
+            self.scratch.spans.resize_with(depth + 1, Vec::new);
+            self.scratch.decoded.resize_with(depth + 1, Vec::new);
+        }
+        let mut spans = std::mem::take(&mut self.scratch.spans[depth]);
+        let mut text = std::mem::take(&mut self.scratch.decoded[depth]);
+        spans.clear();
+        decode::spans(buf, owned, &mut spans);
+        for s in &spans {
+            if !decode::decode(s.encoding, &buf[s.start..s.end], &mut text) {
+                continue;
+            }
+            self.decoded_spans += 1;
+            let span = outer.unwrap_or((s.start, s.end));
+            chain.push(s.encoding);
+            self.matches.clear();
+            self.rules
+                .scan(&text, 0..text.len(), self.rule_scratch, self.matches);
+            // Path-only rules match the file, not the text: they report an
+            // empty secret, already reported by the plain scan.
+            for m in self
+                .matches
+                .iter()
+                .filter(|m| m.secret_end > m.secret_start)
+            {
+                hits.push(DecodedHit {
+                    span,
+                    chain: chain.clone(),
+                    rule: m.rule,
+                    secret: text[m.secret_start..m.secret_end].to_vec(),
+                });
+            }
+            if (depth as u32) + 1 < self.max_depth {
+                self.scan(&text, 0..text.len(), depth + 1, Some(span), chain, hits);
+            }
+            chain.pop();
+        }
+        self.scratch.spans[depth] = spans;
+        self.scratch.decoded[depth] = text;
+    }
 }
 
 fn finding(shared: &Shared, obj: &ObjectRef, buf: &[u8], m: &Match, loc: &mut Locator) -> Finding {

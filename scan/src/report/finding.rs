@@ -1,5 +1,6 @@
 //! [`Finding`], fingerprints, [`finalize`] and redaction.
 
+use crate::decode::Encoding;
 use std::collections::HashMap;
 
 use super::path::ObjPath;
@@ -32,6 +33,14 @@ pub struct Finding {
     /// The line the secret is on, trimmed to a few hundred bytes, for the
     /// `text` format only. Empty when the rule engine gives none.
     pub context: Vec<u8>,
+    /// The decodings that revealed the secret, outermost first (`base64`,
+    /// then `percent` for a percent-encoded value inside base64); empty when
+    /// the secret was in the file as it is. A decoded finding's line, column
+    /// and offset are those of the encoded span, and `secret` is the decoded
+    /// secret.
+    pub decoded: Vec<Encoding>,
+    /// Length of the encoded span in the file, when `decoded` is not empty.
+    pub encoded_len: u64,
 }
 
 impl Finding {
@@ -56,6 +65,8 @@ impl Finding {
             secret: secret.into(),
             fingerprint: String::new(),
             context: Vec::new(),
+            decoded: Vec::new(),
+            encoded_len: 0,
         }
     }
 }
@@ -64,16 +75,41 @@ impl Finding {
     /// 1-based line just past the secret's last byte (the line of its last
     /// byte).
     pub fn end_line(&self) -> u64 {
+        if !self.decoded.is_empty() {
+            // An encoded span is one run of non-space bytes.
+            return self.line;
+        }
         self.line + memchr::memchr_iter(b'\n', &self.secret).count() as u64
     }
 
     /// 1-based column, in bytes, just past the secret's last byte (SARIF's
     /// exclusive `endColumn`): on a one-line secret, `column + length`.
     pub fn end_column(&self) -> u64 {
+        if !self.decoded.is_empty() {
+            return self.column + self.encoded_len;
+        }
         match memchr::memrchr(b'\n', &self.secret) {
             None => self.column + self.secret.len() as u64,
             Some(i) => (self.secret.len() - i) as u64,
         }
+    }
+}
+
+impl Finding {
+    /// Bytes the finding covers in the file: the secret, or the encoded span
+    /// a decoded secret came from.
+    pub fn byte_len(&self) -> u64 {
+        if self.decoded.is_empty() {
+            self.secret.len() as u64
+        } else {
+            self.encoded_len
+        }
+    }
+
+    /// The decodings as reports print them: `base64`, `base64 > percent`.
+    pub fn decoded_label(&self) -> String {
+        let names: Vec<&str> = self.decoded.iter().map(|e| e.as_str()).collect();
+        names.join(" > ")
     }
 }
 

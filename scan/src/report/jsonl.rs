@@ -14,7 +14,10 @@ use super::summary::Summary;
 use super::WriteOptions;
 use crate::skip::SkippedEntry;
 
-/// The keys of a finding object, in the order they are written.
+/// The keys of a finding object, in the order they are written. A finding
+/// made in decoded text (`base64`, `percent`, `hex`; `scan/src/decode/`) also
+/// has `decoded`, an array of the decodings applied, outermost first, between
+/// `fingerprint` and `version`; its position fields are the encoded span's.
 pub const FINDING_KEYS: [&str; 11] = [
     "rule",
     "description",
@@ -56,6 +59,17 @@ pub fn push_finding(buf: &mut Vec<u8>, f: &Finding, opts: &WriteOptions) {
     push_bytes_str(buf, &opts.shown_secret(&f.secret));
     buf.extend_from_slice(b",\"fingerprint\":");
     push_bytes_str(buf, f.fingerprint.as_bytes());
+    if !f.decoded.is_empty() {
+        // Only on findings made in decoded text (FINDING_KEYS' doc).
+        buf.extend_from_slice(b",\"decoded\":[");
+        for (i, e) in f.decoded.iter().enumerate() {
+            if i > 0 {
+                buf.push(b',');
+            }
+            push_bytes_str(buf, e.as_str().as_bytes());
+        }
+        buf.push(b']');
+    }
     buf.extend_from_slice(b",\"version\":");
     push_bytes_str(buf, REPORT_VERSION.as_bytes());
     buf.push(b'}');

@@ -294,6 +294,11 @@ fn push_result(buf: &mut Vec<u8>, f: &Finding, rule_index: usize, opts: &WriteOp
     } else {
         format!("{what}: {}", lossy(&secret))
     };
+    let message = if f.decoded.is_empty() {
+        message
+    } else {
+        format!("{message} (decoded: {})", f.decoded_label())
+    };
 
     buf.extend_from_slice(b"{\"ruleId\":");
     push_str(buf, &f.rule);
@@ -320,7 +325,7 @@ fn push_result(buf: &mut Vec<u8>, f: &Finding, rule_index: usize, opts: &WriteOp
                 f.end_line().max(1),
                 f.end_column().max(1),
                 f.offset,
-                f.secret.len()
+                f.byte_len()
             )
             .as_bytes(),
         );
@@ -342,9 +347,20 @@ fn push_result(buf: &mut Vec<u8>, f: &Finding, rule_index: usize, opts: &WriteOp
     buf.push(b':');
     push_str(buf, &f.fingerprint);
     buf.push(b'}');
-    if f.path.is_archive_member() {
-        buf.extend_from_slice(b",\"properties\":{\"archiveMember\":");
-        push_str(buf, &lossy(&f.path.member_bytes()));
+    let member = f.path.is_archive_member();
+    if member || !f.decoded.is_empty() {
+        buf.extend_from_slice(b",\"properties\":{");
+        if member {
+            buf.extend_from_slice(b"\"archiveMember\":");
+            push_str(buf, &lossy(&f.path.member_bytes()));
+        }
+        if !f.decoded.is_empty() {
+            if member {
+                buf.push(b',');
+            }
+            buf.extend_from_slice(b"\"decoded\":");
+            push_str(buf, &f.decoded_label());
+        }
         buf.push(b'}');
     }
     buf.push(b'}');

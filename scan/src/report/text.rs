@@ -143,6 +143,14 @@ pub fn write_text(
             }
             s.push_str(&format!("  {}line{}        {line}\n", p.dim, p.reset));
         }
+        if !f.decoded.is_empty() {
+            s.push_str(&format!(
+                "  {}decoded{}     {}\n",
+                p.dim,
+                p.reset,
+                f.decoded_label()
+            ));
+        }
         s.push_str(&format!(
             "  {}fingerprint{} {}\n\n",
             p.dim, p.reset, f.fingerprint
