@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use lanes_util::*;
 use magpie_runtime::lanes::{
     self, Component, ComponentError, Dispatch, DropReason, Execution, GraphBuilder, GraphContext,
-    Invocation, Job, LaneSpec, OverflowPolicy, PoolLane, Priority, RunErrorKind, RunOptions,
-    StopReason, StopToken, ThreadPoolSpec, DEFAULT_AGING_STEP,
+    Invocation, Job, LaneRuntime, LaneSpec, OverflowPolicy, PoolLane, Priority, RunErrorKind,
+    RunOptions, StopReason, StopToken, ThreadPoolSpec, DEFAULT_AGING_STEP,
 };
 
 /// A hang detector, never a timing assertion.
@@ -143,14 +143,14 @@ fn thread_pool_workers_persist_across_multiple_runtime_steps_on_magpies_workers(
     let r = lanes::run(pool_graph(spec, exec, &o, 1), &rt, iterations(5));
     assert_eq!(r.epochs, 5);
     assert_eq!(o.ran.load(Ordering::SeqCst), 20);
-    // Every invocation ran on one of the runtime's own worker threads: no
-    // second pool of threads exists.
+    // Every invocation ran on one of the lane runtime's worker threads
+    // (magpie's worker loop): no other pool of threads exists.
     let threads = o.threads.lock().unwrap();
     assert!(
-        threads.iter().all(|t| t.starts_with("magpie-rt-worker-")),
+        threads.iter().all(|t| t.starts_with("magpie-lane-worker-")),
         "{threads:?}"
     );
-    // And the batches' worker ids are runtime worker ids.
+    // And the batches' worker ids are lane runtime worker ids.
     for b in r.trace.named("thread_pool_batch") {
         let Some((_, magpie_runtime::trace::Arg::List(ids))) =
             b.args.iter().find(|(k, _)| *k == "worker_ids")
@@ -227,9 +227,9 @@ fn job(order: &Arc<Mutex<Vec<String>>>, name: &str, component: usize, priority: 
 }
 
 /// A lane of width 1 whose slot is held by a gate job until the latch opens.
-fn gated(spec: ThreadPoolSpec) -> (magpie_runtime::Runtime, PoolLane, Latch) {
+fn gated(spec: ThreadPoolSpec) -> (LaneRuntime, PoolLane, Latch) {
     let rt = runtime(2);
-    let pool = PoolLane::new(&spec, rt.handle().clone());
+    let pool = PoolLane::new(&spec, &rt);
     let latch = Latch::default();
     let l = latch.clone();
     let adm = pool.submit(Job {
