@@ -682,3 +682,104 @@ fn after_the_stop_is_seen_no_new_pool_work_is_submitted() {
     );
     assert_eq!(r.trace.named("thread_pool_batch").count(), 0);
 }
+
+/// A job that records how it ended.
+fn record(log: &Arc<Mutex<Vec<Dispatch>>>) -> Job {
+    let log = log.clone();
+    Job {
+        component: 1,
+        index: 0,
+        priority: Priority::Normal,
+        reentrant: true,
+        run: Box::new(move |d| {
+            log.lock().unwrap().push(d);
+            None
+        }),
+    }
+}
+
+#[test]
+fn after_its_lane_runtime_is_dropped_a_lane_drops_new_jobs_as_closed_and_never_hangs() {
+    let rt = LaneRuntime::new(2).unwrap();
+    let pool = PoolLane::new(
+        &ThreadPoolSpec {
+            max_threads: 2,
+            ..ThreadPoolSpec::default()
+        },
+        &rt,
+    );
+    let log = Arc::new(Mutex::new(Vec::new()));
+    for _ in 0..10 {
+        let _ = pool.submit(record(&log));
+    }
+    pool.wait_idle();
+    drop(rt);
+    for _ in 0..3 {
+        let _ = pool.submit(record(&log));
+    }
+    // wait_idle on a thread of its own: a lost job would block it forever.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = pool.clone();
+    std::thread::spawn(move || {
+        p.wait_idle();
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(HANG)
+        .expect("wait_idle hung after the drop");
+    let log = log.lock().unwrap();
+    assert_eq!(log.len(), 13, "every job's closure is called exactly once");
+    assert!(log[..10]
+        .iter()
+        .all(|d| matches!(d, Dispatch::Run { worker_id: Some(w) } if *w < 2)));
+    assert!(log[10..]
+        .iter()
+        .all(|d| *d == Dispatch::Dropped(DropReason::Closed)));
+    assert_eq!(pool.stats().completed, 10);
+}
+
+#[test]
+fn lanes_sharing_one_lane_runtime_each_keep_their_own_max_threads() {
+    let rt = LaneRuntime::new(3).unwrap();
+    let lane = |w| {
+        PoolLane::new(
+            &ThreadPoolSpec {
+                max_threads: w,
+                ..ThreadPoolSpec::default()
+            },
+            &rt,
+        )
+    };
+    let (narrow, wide) = (lane(1), lane(2));
+    let counters: Vec<(Arc<AtomicUsize>, Arc<AtomicUsize>)> =
+        (0..2).map(|_| (Arc::default(), Arc::default())).collect();
+    for k in 0..40 {
+        let (pool, (now, max)) = if k % 2 == 0 {
+            (&narrow, &counters[0])
+        } else {
+            (&wide, &counters[1])
+        };
+        let (now, max) = (now.clone(), max.clone());
+        let _ = pool.submit(Job {
+            component: k,
+            index: 0,
+            priority: Priority::Normal,
+            reentrant: true,
+            run: Box::new(move |_| {
+                let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                max.fetch_max(n, Ordering::SeqCst);
+                for _ in 0..200 {
+                    std::thread::yield_now();
+                }
+                now.fetch_sub(1, Ordering::SeqCst);
+                None
+            }),
+        });
+    }
+    narrow.wait_idle();
+    wide.wait_idle();
+    assert_eq!(counters[0].1.load(Ordering::SeqCst), 1);
+    assert!(counters[1].1.load(Ordering::SeqCst) <= 2);
+    assert_eq!(narrow.stats().max_active, 1);
+    assert!(wide.stats().max_active <= 2);
+    assert_eq!(narrow.stats().completed + wide.stats().completed, 40);
+}
