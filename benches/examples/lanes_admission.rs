@@ -217,6 +217,15 @@ fn main() {
             median(&mut p99s[i]),
         );
     }
+    if let Peer::Lane(pool) = &peers[0] {
+        let st = pool.stats();
+        println!(
+            "lane: {} jobs completed, {} runners scheduled ({:.3} per job)",
+            st.completed,
+            st.runners_scheduled,
+            st.runners_scheduled as f64 / st.completed.max(1) as f64
+        );
+    }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("load average at end: {}", load.trim());
 }

@@ -783,3 +783,20 @@ fn lanes_sharing_one_lane_runtime_each_keep_their_own_max_threads() {
     assert!(wide.stats().max_active <= 2);
     assert_eq!(narrow.stats().completed + wide.stats().completed, 40);
 }
+
+#[test]
+fn a_backlog_runs_on_the_runner_already_there_without_scheduling_one_per_job() {
+    let (_rt, pool, latch) = gated(ThreadPoolSpec::default());
+    let log = Arc::new(Mutex::new(Vec::new()));
+    for _ in 0..200 {
+        let _ = pool.submit(record(&log));
+    }
+    latch.open();
+    pool.wait_idle();
+    let s = pool.stats();
+    assert_eq!(s.completed, 201);
+    // Width 1: the gate job's runner takes each next job as it finishes
+    // one (yielding its worker every 64 jobs, which is no new runner).
+    assert_eq!(s.runners_scheduled, 1);
+    assert_eq!(log.lock().unwrap().len(), 200);
+}

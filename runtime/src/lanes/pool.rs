@@ -7,11 +7,18 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
+use magpie_core::sync::atomic::{AtomicUsize, Ordering};
+
 use super::host::{HostShared, LaneRuntime};
 use super::spec::{OverflowPolicy, Priority, ThreadPoolSpec};
 
 /// Jobs one lane runner runs back to back before it yields its worker.
 const JOBS_PER_TASK: u32 = 64;
+/// Spin rounds a runner with no started job waits for one before it leaves
+/// (`PoolLane::linger`): about a microsecond or two, the gap between two
+/// submissions of a fast outside producer; leaving instead costs the next
+/// submission a trip through the workers' global queue.
+const LINGER_SPINS: u32 = 64;
 
 /// How a submitted job ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,6 +125,9 @@ pub struct PoolStats {
     pub worker_ids: BTreeSet<usize>,
     /// Dispatches so far (the aging clock).
     pub dispatches: u64,
+    /// Lane runners put on the workers. A runner goes on from one job to
+    /// the next, so under a steady stream this is far below `completed`.
+    pub runners_scheduled: u64,
 }
 
 /// A `thread_pool` lane over a [`LaneRuntime`]'s workers. Cloning gives
@@ -133,6 +143,9 @@ struct PoolShared {
     overflow: OverflowPolicy,
     aging_step: u64,
     host: Arc<HostShared>,
+    /// `ready.len()`, stored under the lock, read without it by lingering
+    /// runners.
+    ready_hint: AtomicUsize,
     state: Mutex<PoolState>,
     idle: Condvar,
 }
@@ -196,6 +209,7 @@ impl PoolLane {
                 overflow: spec.overflow,
                 aging_step: spec.aging_step,
                 host: host.shared().clone(),
+                ready_hint: AtomicUsize::new(0),
                 state: Mutex::new(PoolState {
                     stats,
                     ..PoolState::default()
@@ -207,7 +221,7 @@ impl PoolLane {
 
     /// Submits one job (a batch of one).
     pub fn submit(&self, job: Job) -> Admission {
-        self.submit_batch(vec![job])
+        self.admit(std::iter::once(job))
     }
 
     /// Submits jobs that became ready together: they share one enqueue
@@ -216,6 +230,11 @@ impl PoolLane {
     /// best jobs.
     pub fn submit_batch(&self, mut jobs: Vec<Job>) -> Admission {
         jobs.sort_by_key(|j| (j.priority, j.component, j.index));
+        self.admit(jobs.into_iter())
+    }
+
+    /// Admits one batch, in the order given (see `submit_batch`).
+    fn admit(&self, jobs: impl Iterator<Item = Job>) -> Admission {
         let mut adm = Admission::default();
         let mut dropped: Vec<(Job, DropReason)> = Vec::new();
         let runners = {
@@ -232,7 +251,7 @@ impl PoolLane {
                     // would already run): it starts at once.
                     s.stats.dispatches += 1;
                     s.start(&job);
-                    s.ready.push_back(job);
+                    s.push_ready(job);
                     adm.admitted += 1;
                     continue;
                 }
@@ -264,6 +283,7 @@ impl PoolLane {
                 adm.admitted += 1;
             }
             s.note_in_flight();
+            self.publish_hint(&s);
             self.new_runners(&mut s)
         };
         for (job, why) in dropped {
@@ -280,6 +300,7 @@ impl PoolLane {
     fn new_runners(&self, s: &mut PoolState) -> Vec<LaneTask> {
         let missing = s.active.saturating_sub(s.runners);
         s.runners += missing;
+        s.stats.runners_scheduled += missing as u64;
         (0..missing)
             .map(|_| LaneTask {
                 lane: Some(self.clone()),
@@ -291,18 +312,42 @@ impl PoolLane {
     /// runner took it).
     fn take_ready(&self) -> Option<Job> {
         let mut s = self.shared.lock();
-        let job = s.ready.pop_front();
+        let job = s.pop_ready();
         if job.is_none() {
             s.runners -= 1;
         }
+        self.publish_hint(&s);
         job
+    }
+
+    /// Stores `ready.len()` for lingering runners (under the lock, so the
+    /// last store is the current length).
+    fn publish_hint(&self, s: &PoolState) {
+        self.shared
+            .ready_hint
+            .store(s.ready.len(), Ordering::Relaxed);
+    }
+
+    /// A runner that found no started job waits a moment for one before it
+    /// leaves (it stays counted in `runners` meanwhile, so a submission in
+    /// that moment pushes the job to `ready` and schedules nobody). It
+    /// watches `ready_hint`, not the lock. Then it takes a job, or leaves.
+    fn linger(&self) -> Option<Job> {
+        for _ in 0..LINGER_SPINS {
+            // Relaxed: a hint; the job itself is taken under the lock.
+            if self.shared.ready_hint.load(Ordering::Relaxed) > 0 {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        self.take_ready()
     }
 
     /// The bookkeeping of a finished job, under one lock: free its slot,
     /// count it, start waiting jobs while slots are free. Then, if
-    /// `take_next`, hand the runner the next started job (none: the runner
-    /// leaves). Runners for started jobs beyond the live ones are scheduled
-    /// here.
+    /// `take_next`, hand the runner the next started job, if there is one
+    /// (the runner stays counted either way). Runners for started jobs
+    /// beyond the live ones are scheduled here.
     fn finish(&self, done: Done, take_next: bool) -> Option<Job> {
         let (next, runners) = {
             let mut s = self.shared.lock();
@@ -320,18 +365,11 @@ impl PoolLane {
             s.stats.panicked += u64::from(done.panicked);
             s.stats.worker_ids.insert(done.worker_id);
             self.start_waiting(&mut s);
-            let next = if take_next {
-                let next = s.ready.pop_front();
-                if next.is_none() {
-                    s.runners -= 1;
-                }
-                next
-            } else {
-                None
-            };
+            let next = if take_next { s.pop_ready() } else { None };
             if s.active == 0 && s.waiting == 0 {
                 self.shared.idle.notify_all();
             }
+            self.publish_hint(&s);
             (next, self.new_runners(&mut s))
         };
         self.shared.host.schedule(runners);
@@ -344,7 +382,7 @@ impl PoolLane {
             match s.pick(self.shared.aging_step) {
                 Some(job) => {
                     s.start(&job);
-                    s.ready.push_back(job);
+                    s.push_ready(job);
                 }
                 None => break,
             }
@@ -366,6 +404,7 @@ impl PoolLane {
             }
             let started = s.ready.len();
             let mut jobs: Vec<Job> = s.ready.drain(..).collect();
+            self.publish_hint(&s);
             s.active -= started;
             for class in &mut s.classes {
                 jobs.extend(class.drain(..).map(|w| w.job));
@@ -464,7 +503,10 @@ impl LaneTask {
                 // next started job when it runs again.
                 return Some(LaneTask { lane: Some(lane) });
             }
-            job = next?;
+            job = match next {
+                Some(job) => job,
+                None => lane.linger()?,
+            };
         }
     }
 }
@@ -487,6 +529,14 @@ impl PoolShared {
 }
 
 impl PoolState {
+    fn push_ready(&mut self, job: Job) {
+        self.ready.push_back(job);
+    }
+
+    fn pop_ready(&mut self) -> Option<Job> {
+        self.ready.pop_front()
+    }
+
     fn blocked(&self, job: &Job) -> bool {
         !job.reentrant && self.running_of.contains_key(&job.component)
     }
