@@ -9,7 +9,11 @@
 //! job's first instruction, p50/p99 over `samples`. All peers in one
 //! process, alternating by round (the order rotates each round).
 //!
-//! `cargo run --release -p magpie-benches --example lanes_admission [rounds] [jobs] [samples] [gap_us]`
+//! `cargo run --release -p magpie-benches --example lanes_admission [rounds] [jobs] [samples] [gap_us] [peer]`
+//!
+//! With `peer` (`magpie-lane`, `cb-channel`, `rayon-spawn`, `tokio-spawn`)
+//! only that peer runs, for `perf stat` (instructions per job do not depend
+//! on the machine's load the way times do).
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -151,7 +155,17 @@ fn main() {
     let n = arg(1_000_000);
     let samples = arg(2_000) as usize;
     let gap = Duration::from_micros(arg(1_000));
-    let host = LaneRuntime::new(WORKERS).unwrap();
+    let only = std::env::args().nth(5);
+    // `LANE_PARK_US`: the lane workers' first park timeout (an experiment
+    // knob; default the builder's).
+    let mut builder = LaneRuntime::builder().workers(WORKERS);
+    if let Some(us) = std::env::var("LANE_PARK_US")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        builder = builder.park_timeout(Duration::from_micros(us));
+    }
+    let host = builder.build().unwrap();
     let peers = [
         Peer::Lane(PoolLane::new(
             &ThreadPoolSpec {
@@ -188,9 +202,12 @@ fn main() {
         for j in 0..k {
             let i = (j + r) % k;
             let peer = &peers[i];
+            if only.as_deref().is_some_and(|o| o != peer.name()) {
+                continue;
+            }
             let el = throughput(peer, n);
             let rate = n as f64 / el.as_secs_f64() / 1e6;
-            let mut d = dispatch(peer, samples, gap);
+            let mut d = dispatch(peer, samples.max(1), gap);
             d.sort_unstable();
             let (p50, p99) = (pct(&d, 0.5) as f64 / 1e3, pct(&d, 0.99) as f64 / 1e3);
             println!(
@@ -202,9 +219,16 @@ fn main() {
             p99s[i].push(p99);
         }
     }
-    let lane_rate = median(&mut rates[0].clone());
+    let lane_rate = if rates[0].is_empty() {
+        f64::NAN
+    } else {
+        median(&mut rates[0].clone())
+    };
     println!("\nmedians over {rounds} rounds (min-max):");
     for i in 0..k {
+        if rates[i].is_empty() {
+            continue;
+        }
         let (lo, hi) = rates[i]
             .iter()
             .fold((f64::MAX, 0f64), |(a, b), &x| (a.min(x), b.max(x)));

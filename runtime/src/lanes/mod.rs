@@ -32,7 +32,7 @@ pub use graph::{
     Cancelled, Component, ComponentError, ComponentId, Direction, Factory, Graph, GraphBuilder,
     GraphContext, Input, Invocation, Output, PortDecl,
 };
-pub use host::{LaneRuntime, LaneRuntimeBuilder};
+pub use host::{LaneRuntime, LaneRuntimeBuilder, LANE_PARK_TIMEOUT};
 pub use load::{load_toml, Registry};
 pub use metrics::{SchedulerMetrics, METRIC_NAMES};
 pub use pool::{Admission, Dispatch, DropReason, Job, PoolLane, PoolStats, Then};
