@@ -37,9 +37,9 @@ const TIMER_CHECK_INTERVAL: u32 = 61;
 /// faces use 200 µs. Timeouts are a safety net, not how work is found (a
 /// submission wakes a parked worker; a due timer bounds the park). Measured
 /// (`lanes_admission`, a job every 1 ms on an idle 2-worker pool, load
-/// average 12 on 2 cores): with 200 µs, half the rounds had a dispatch p50
-/// of 3-4 ms (about one OS scheduler tick), with 10 ms every round had
-/// 45-51 µs. Why is not established. A candidate: a worker back from a
+/// average 12-14 on 2 cores, so a first look): with 200 µs, 5 rounds of 6
+/// had a dispatch p50 of 3-4 ms (about one OS scheduler tick); with 10 or
+/// 50 ms, 2 rounds of 13 did, the others 30-51 µs. Why is not established. A candidate: a worker back from a
 /// timeout becomes the searcher, so a submission then wakes nobody and
 /// waits for that worker, which a loaded OS may not run for a tick.
 pub const LANE_PARK_TIMEOUT: Duration = Duration::from_millis(10);
