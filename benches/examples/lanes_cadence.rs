@@ -8,9 +8,8 @@ use std::time::{Duration, Instant};
 
 use magpie_runtime::lanes::{
     self, Component, ComponentError, Execution, FixedRateSpec, GraphBuilder, GraphContext,
-    Invocation, LaneSpec, RunOptions,
+    Invocation, LaneRuntime, LaneSpec, RunOptions,
 };
-use magpie_runtime::Runtime;
 
 struct Empty;
 
@@ -21,7 +20,7 @@ impl Component for Empty {
 }
 
 /// Lateness of each tick, ns.
-fn magpie(rt: &Runtime, period: Duration, ticks: u64) -> Vec<u64> {
+fn magpie(rt: &LaneRuntime, period: Duration, ticks: u64) -> Vec<u64> {
     let mut g = GraphBuilder::new();
     g.lane(LaneSpec::fixed_rate(
         "c",
@@ -79,7 +78,7 @@ fn main() {
     let ticks: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(2_000);
     let hz: f64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000.0);
     let period = Duration::from_secs_f64(1.0 / hz);
-    let rt = Runtime::builder().worker_threads(2).build().unwrap();
+    let rt = LaneRuntime::new(2).unwrap();
     let trt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()

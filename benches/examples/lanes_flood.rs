@@ -5,7 +5,7 @@
 //!
 //! Peers, in the same process, alternating by round:
 //! - `magpie-lane`: a `thread_pool` lane (`PoolLane`, `max_threads = 2`, default
-//!   aging) on a 2-worker magpie `Runtime`;
+//!   aging) on a 2-worker magpie `LaneRuntime`;
 //! - `strict-2q`: two queues under one mutex, 2 threads; a worker always takes
 //!   the high queue first (the reference);
 //! - `tokio`: `Handle::spawn` on a 2-worker multi-thread runtime (FIFO).
@@ -16,8 +16,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use magpie_core::sync::atomic::{AtomicBool, Ordering};
-use magpie_runtime::lanes::{Job, PoolLane, Priority, ThreadPoolSpec};
-use magpie_runtime::Runtime;
+use magpie_runtime::lanes::{Job, LaneRuntime, PoolLane, Priority, ThreadPoolSpec};
 
 const WORKERS: usize = 2;
 const BACKLOG: usize = 4_000;
@@ -47,7 +46,7 @@ trait Peer: Send + Sync + 'static {
 // ---- magpie ------------------------------------------------------------
 
 struct MagpieLane {
-    _rt: Runtime,
+    _rt: LaneRuntime,
     pool: PoolLane,
 }
 
@@ -289,12 +288,12 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(3);
     let highs: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1_000);
-    let rt = Runtime::builder().worker_threads(WORKERS).build().unwrap();
+    let rt = LaneRuntime::new(WORKERS).unwrap();
     let spec = ThreadPoolSpec {
         max_threads: WORKERS,
         ..ThreadPoolSpec::default()
     };
-    let pool = PoolLane::new(&spec, rt.handle().clone());
+    let pool = PoolLane::new(&spec, &rt);
     let magpie = Arc::new(MagpieLane { _rt: rt, pool });
     let strict = Arc::new(Strict::new());
     let tokio = Arc::new(Tokio {

@@ -9,9 +9,8 @@ use std::time::{Duration, Instant};
 use magpie_benches::proc_stats::cpu_time_schedstat;
 use magpie_runtime::lanes::{
     self, Component, ComponentError, Execution, FixedRateSpec, GraphBuilder, GraphContext,
-    Invocation, LaneSpec, RunOptions,
+    Invocation, LaneRuntime, LaneSpec, RunOptions,
 };
-use magpie_runtime::Runtime;
 
 struct Empty;
 
@@ -35,7 +34,7 @@ fn main() {
     let secs: f64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(3.0);
     let period = Duration::from_secs_f64(1.0 / hz);
     let ticks = (secs * hz) as u64;
-    let rt = Runtime::builder().worker_threads(2).build().unwrap();
+    let rt = LaneRuntime::new(2).unwrap();
     std::thread::sleep(Duration::from_millis(200)); // let the workers park
     let idle = cpu_share(|| std::thread::sleep(Duration::from_secs_f64(secs)));
     let lane = cpu_share(|| {

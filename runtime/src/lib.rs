@@ -8,7 +8,8 @@
 //! - futures: [`Runtime`] (tokio-shaped: `Runtime::builder().worker_threads(n)
 //!   .build()`, `block_on`, [`spawn`], [`yield_now`], [`JoinHandle`], [`time`],
 //!   cancellation [`shield`]s);
-//! - component graphs: [`lanes`] runs a graph of components in epochs, each
+//! - component graphs: [`lanes`] runs a graph of components in epochs on a
+//!   [`lanes::LaneRuntime`] (its own workers on the same loop), each
 //!   invocation on an `event_loop`, `fixed_rate` or `thread_pool` lane
 //!   (seed 004), with priorities, bounded admission, aging, stop/drain,
 //!   metrics and a Chrome [`trace`].

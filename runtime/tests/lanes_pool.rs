@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use lanes_util::*;
 use magpie_runtime::lanes::{
     self, Component, ComponentError, Dispatch, DropReason, Execution, GraphBuilder, GraphContext,
-    Invocation, Job, LaneSpec, OverflowPolicy, PoolLane, Priority, RunErrorKind, RunOptions,
-    StopReason, StopToken, ThreadPoolSpec, DEFAULT_AGING_STEP,
+    Invocation, Job, LaneRuntime, LaneSpec, OverflowPolicy, PoolLane, Priority, RunErrorKind,
+    RunOptions, StopReason, StopToken, ThreadPoolSpec, DEFAULT_AGING_STEP,
 };
 
 /// A hang detector, never a timing assertion.
@@ -143,14 +143,14 @@ fn thread_pool_workers_persist_across_multiple_runtime_steps_on_magpies_workers(
     let r = lanes::run(pool_graph(spec, exec, &o, 1), &rt, iterations(5));
     assert_eq!(r.epochs, 5);
     assert_eq!(o.ran.load(Ordering::SeqCst), 20);
-    // Every invocation ran on one of the runtime's own worker threads: no
-    // second pool of threads exists.
+    // Every invocation ran on one of the lane runtime's worker threads
+    // (magpie's worker loop): no other pool of threads exists.
     let threads = o.threads.lock().unwrap();
     assert!(
-        threads.iter().all(|t| t.starts_with("magpie-rt-worker-")),
+        threads.iter().all(|t| t.starts_with("magpie-lane-worker-")),
         "{threads:?}"
     );
-    // And the batches' worker ids are runtime worker ids.
+    // And the batches' worker ids are lane runtime worker ids.
     for b in r.trace.named("thread_pool_batch") {
         let Some((_, magpie_runtime::trace::Arg::List(ids))) =
             b.args.iter().find(|(k, _)| *k == "worker_ids")
@@ -227,9 +227,9 @@ fn job(order: &Arc<Mutex<Vec<String>>>, name: &str, component: usize, priority: 
 }
 
 /// A lane of width 1 whose slot is held by a gate job until the latch opens.
-fn gated(spec: ThreadPoolSpec) -> (magpie_runtime::Runtime, PoolLane, Latch) {
+fn gated(spec: ThreadPoolSpec) -> (LaneRuntime, PoolLane, Latch) {
     let rt = runtime(2);
-    let pool = PoolLane::new(&spec, rt.handle().clone());
+    let pool = PoolLane::new(&spec, &rt);
     let latch = Latch::default();
     let l = latch.clone();
     let adm = pool.submit(Job {
@@ -681,4 +681,122 @@ fn after_the_stop_is_seen_no_new_pool_work_is_submitted() {
         "the pool region came after the stop check"
     );
     assert_eq!(r.trace.named("thread_pool_batch").count(), 0);
+}
+
+/// A job that records how it ended.
+fn record(log: &Arc<Mutex<Vec<Dispatch>>>) -> Job {
+    let log = log.clone();
+    Job {
+        component: 1,
+        index: 0,
+        priority: Priority::Normal,
+        reentrant: true,
+        run: Box::new(move |d| {
+            log.lock().unwrap().push(d);
+            None
+        }),
+    }
+}
+
+#[test]
+fn after_its_lane_runtime_is_dropped_a_lane_drops_new_jobs_as_closed_and_never_hangs() {
+    let rt = LaneRuntime::new(2).unwrap();
+    let pool = PoolLane::new(
+        &ThreadPoolSpec {
+            max_threads: 2,
+            ..ThreadPoolSpec::default()
+        },
+        &rt,
+    );
+    let log = Arc::new(Mutex::new(Vec::new()));
+    for _ in 0..10 {
+        let _ = pool.submit(record(&log));
+    }
+    pool.wait_idle();
+    drop(rt);
+    for _ in 0..3 {
+        let _ = pool.submit(record(&log));
+    }
+    // wait_idle on a thread of its own: a lost job would block it forever.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let p = pool.clone();
+    std::thread::spawn(move || {
+        p.wait_idle();
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(HANG)
+        .expect("wait_idle hung after the drop");
+    let log = log.lock().unwrap();
+    assert_eq!(log.len(), 13, "every job's closure is called exactly once");
+    assert!(log[..10]
+        .iter()
+        .all(|d| matches!(d, Dispatch::Run { worker_id: Some(w) } if *w < 2)));
+    assert!(log[10..]
+        .iter()
+        .all(|d| *d == Dispatch::Dropped(DropReason::Closed)));
+    assert_eq!(pool.stats().completed, 10);
+}
+
+#[test]
+fn lanes_sharing_one_lane_runtime_each_keep_their_own_max_threads() {
+    let rt = LaneRuntime::new(3).unwrap();
+    let lane = |w| {
+        PoolLane::new(
+            &ThreadPoolSpec {
+                max_threads: w,
+                ..ThreadPoolSpec::default()
+            },
+            &rt,
+        )
+    };
+    let (narrow, wide) = (lane(1), lane(2));
+    let counters: Vec<(Arc<AtomicUsize>, Arc<AtomicUsize>)> =
+        (0..2).map(|_| (Arc::default(), Arc::default())).collect();
+    for k in 0..40 {
+        let (pool, (now, max)) = if k % 2 == 0 {
+            (&narrow, &counters[0])
+        } else {
+            (&wide, &counters[1])
+        };
+        let (now, max) = (now.clone(), max.clone());
+        let _ = pool.submit(Job {
+            component: k,
+            index: 0,
+            priority: Priority::Normal,
+            reentrant: true,
+            run: Box::new(move |_| {
+                let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                max.fetch_max(n, Ordering::SeqCst);
+                for _ in 0..200 {
+                    std::thread::yield_now();
+                }
+                now.fetch_sub(1, Ordering::SeqCst);
+                None
+            }),
+        });
+    }
+    narrow.wait_idle();
+    wide.wait_idle();
+    assert_eq!(counters[0].1.load(Ordering::SeqCst), 1);
+    assert!(counters[1].1.load(Ordering::SeqCst) <= 2);
+    assert_eq!(narrow.stats().max_active, 1);
+    assert!(wide.stats().max_active <= 2);
+    assert_eq!(narrow.stats().completed + wide.stats().completed, 40);
+}
+
+#[test]
+fn a_backlog_runs_on_the_runner_already_there_without_scheduling_one_per_job() {
+    let (_rt, pool, latch) = gated(ThreadPoolSpec::default());
+    let log = Arc::new(Mutex::new(Vec::new()));
+    for _ in 0..200 {
+        let _ = pool.submit(record(&log));
+    }
+    latch.open();
+    pool.wait_idle();
+    let s = pool.stats();
+    assert_eq!(s.completed, 201);
+    // Width 1: the gate job's runner takes each next job as it finishes
+    // one (yielding its worker every 64 jobs, which is no new runner).
+    assert_eq!(s.runners_scheduled, 1);
+    assert_eq!(log.lock().unwrap().len(), 200);
 }

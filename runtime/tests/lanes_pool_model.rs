@@ -6,14 +6,15 @@
 
 use std::sync::{Arc, Condvar, Mutex};
 
-use magpie_runtime::lanes::{Dispatch, Job, OverflowPolicy, PoolLane, Priority, ThreadPoolSpec};
-use magpie_runtime::Runtime;
+use magpie_runtime::lanes::{
+    Dispatch, Job, LaneRuntime, OverflowPolicy, PoolLane, Priority, ThreadPoolSpec,
+};
 use proptest::prelude::*;
 
 type Key = (u8, usize, usize, usize); // (rank, batch, component, index)
 
 fn run_model(batches: &[Vec<(u8, usize)>], capacity: Option<usize>) -> (Vec<Key>, Vec<Key>, u64) {
-    let rt = Runtime::builder().worker_threads(2).build().unwrap();
+    let rt = LaneRuntime::new(2).unwrap();
     let pool = PoolLane::new(
         &ThreadPoolSpec {
             max_threads: 1,
@@ -21,7 +22,7 @@ fn run_model(batches: &[Vec<(u8, usize)>], capacity: Option<usize>) -> (Vec<Key>
             overflow: OverflowPolicy::RejectNew,
             aging_step: 0,
         },
-        rt.handle().clone(),
+        &rt,
     );
     let gate = Arc::new((Mutex::new(false), Condvar::new()));
     let g = gate.clone();

@@ -8,9 +8,10 @@
 //!
 //! - `event_loop`: in process, on the runner's thread, in region order.
 //! - `fixed_rate`: ticks on a period, simulated by default (reproducible,
-//!   no sleeping) or on the runtime's timer (`wall_clock_enabled`), with the
+//!   no sleeping) or on the [`LaneRuntime`]'s timer (`wall_clock_enabled`), with the
 //!   overrun policies of [`crate::time::Interval`] (shared code).
-//! - `thread_pool`: a [`PoolLane`] on the runtime's own workers: at most
+//! - `thread_pool`: a [`PoolLane`] on a [`LaneRuntime`]'s workers (magpie's
+//!   worker loop, `crate::sched`, with a lane runner as its task): at most
 //!   `max_threads` in flight, a bounded priority queue with overflow
 //!   policies, reentrancy limits and starvation aging.
 //!
@@ -18,6 +19,7 @@
 //! [`load_toml`]; run it with [`run`]. `lanes/README.md` has the design.
 
 mod graph;
+mod host;
 mod load;
 mod metrics;
 mod pool;
@@ -30,6 +32,7 @@ pub use graph::{
     Cancelled, Component, ComponentError, ComponentId, Direction, Factory, Graph, GraphBuilder,
     GraphContext, Input, Invocation, Output, PortDecl,
 };
+pub use host::{LaneRuntime, LaneRuntimeBuilder, LANE_PARK_TIMEOUT};
 pub use load::{load_toml, Registry};
 pub use metrics::{SchedulerMetrics, METRIC_NAMES};
 pub use pool::{Admission, Dispatch, DropReason, Job, PoolLane, PoolStats, Then};

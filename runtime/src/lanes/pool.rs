@@ -7,12 +7,18 @@ use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
-use super::spec::{OverflowPolicy, Priority, ThreadPoolSpec};
-use crate::rt::Handle;
-use crate::worker_id::current_worker_id;
+use magpie_core::sync::atomic::{AtomicUsize, Ordering};
 
-/// Jobs one lane task runs back to back before it yields its worker.
+use super::host::{HostShared, LaneRuntime};
+use super::spec::{OverflowPolicy, Priority, ThreadPoolSpec};
+
+/// Jobs one lane runner runs back to back before it yields its worker.
 const JOBS_PER_TASK: u32 = 64;
+/// Spin rounds a runner with no started job waits for one before it leaves
+/// (`PoolLane::linger`): about a microsecond or two, the gap between two
+/// submissions of a fast outside producer; leaving instead costs the next
+/// submission a trip through the workers' global queue.
+const LINGER_SPINS: u32 = 64;
 
 /// How a submitted job ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,10 +125,13 @@ pub struct PoolStats {
     pub worker_ids: BTreeSet<usize>,
     /// Dispatches so far (the aging clock).
     pub dispatches: u64,
+    /// Lane runners put on the workers. A runner goes on from one job to
+    /// the next, so under a steady stream this is far below `completed`.
+    pub runners_scheduled: u64,
 }
 
-/// A `thread_pool` lane over a runtime's workers. Cloning gives another
-/// handle to the same lane.
+/// A `thread_pool` lane over a [`LaneRuntime`]'s workers. Cloning gives
+/// another handle to the same lane.
 #[derive(Clone)]
 pub struct PoolLane {
     shared: Arc<PoolShared>,
@@ -133,7 +142,10 @@ struct PoolShared {
     capacity: Option<usize>,
     overflow: OverflowPolicy,
     aging_step: u64,
-    handle: Handle,
+    host: Arc<HostShared>,
+    /// `ready.len()`, stored under the lock, read without it by lingering
+    /// runners.
+    ready_hint: AtomicUsize,
     state: Mutex<PoolState>,
     idle: Condvar,
 }
@@ -159,6 +171,11 @@ struct PoolState {
     passed_over: [u64; 4],
     /// Running jobs per non-reentrant component.
     running_of: HashMap<usize, u32>,
+    /// Started jobs (counted in `active`) no runner has taken yet.
+    ready: VecDeque<Job>,
+    /// Live runners of this lane: queued on the workers, running a job, or
+    /// between two jobs. Kept `>= active`, so every started job has one.
+    runners: usize,
     next_seq: u64,
     closed: bool,
     stats: PoolStats,
@@ -177,8 +194,8 @@ impl fmt::Debug for PoolLane {
 }
 
 impl PoolLane {
-    /// A lane running on `handle`'s workers.
-    pub fn new(spec: &ThreadPoolSpec, handle: Handle) -> PoolLane {
+    /// A lane running on `host`'s workers.
+    pub fn new(spec: &ThreadPoolSpec, host: &LaneRuntime) -> PoolLane {
         let width = spec.width();
         let stats = PoolStats {
             worker_count: width as u64,
@@ -191,7 +208,8 @@ impl PoolLane {
                 capacity: spec.queue_capacity,
                 overflow: spec.overflow,
                 aging_step: spec.aging_step,
-                handle,
+                host: host.shared().clone(),
+                ready_hint: AtomicUsize::new(0),
                 state: Mutex::new(PoolState {
                     stats,
                     ..PoolState::default()
@@ -203,7 +221,7 @@ impl PoolLane {
 
     /// Submits one job (a batch of one).
     pub fn submit(&self, job: Job) -> Admission {
-        self.submit_batch(vec![job])
+        self.admit(std::iter::once(job))
     }
 
     /// Submits jobs that became ready together: they share one enqueue
@@ -212,10 +230,14 @@ impl PoolLane {
     /// best jobs.
     pub fn submit_batch(&self, mut jobs: Vec<Job>) -> Admission {
         jobs.sort_by_key(|j| (j.priority, j.component, j.index));
+        self.admit(jobs.into_iter())
+    }
+
+    /// Admits one batch, in the order given (see `submit_batch`).
+    fn admit(&self, jobs: impl Iterator<Item = Job>) -> Admission {
         let mut adm = Admission::default();
         let mut dropped: Vec<(Job, DropReason)> = Vec::new();
-        let mut start: Vec<Job> = Vec::new();
-        {
+        let runners = {
             let mut s = self.shared.lock();
             let seq = s.next_seq;
             s.next_seq += 1;
@@ -229,7 +251,7 @@ impl PoolLane {
                     // would already run): it starts at once.
                     s.stats.dispatches += 1;
                     s.start(&job);
-                    start.push(job);
+                    s.push_ready(job);
                     adm.admitted += 1;
                     continue;
                 }
@@ -261,102 +283,142 @@ impl PoolLane {
                 adm.admitted += 1;
             }
             s.note_in_flight();
-        }
+            self.publish_hint(&s);
+            self.new_runners(&mut s)
+        };
         for (job, why) in dropped {
             if let Some(then) = (job.run)(Dispatch::Dropped(why)) {
                 then();
             }
         }
-        for job in start {
-            self.spawn(job);
-        }
+        self.shared.host.schedule(runners);
         adm
     }
 
-    /// Runs `job` in a runtime task that keeps its slot: when a job ends and
-    /// another is ready, the same task runs it (no spawn per job), yielding
-    /// its worker every `JOBS_PER_TASK` jobs so other tasks get a turn.
-    fn spawn(&self, job: Job) {
-        let lane = self.clone();
-        // Detached: the lane's own counters say when it has finished.
-        drop(self.shared.handle.spawn(async move {
-            let mut job = job;
-            let mut ran = 0u32;
-            loop {
-                let worker_id = current_worker_id();
-                let (component, reentrant, priority) = (job.component, job.reentrant, job.priority);
-                let run = job.run;
-                let outcome = catch_unwind(AssertUnwindSafe(|| run(Dispatch::Run { worker_id })));
-                let next = lane.finish(component, reentrant, priority, worker_id, outcome.is_err());
-                if let Ok(Some(then)) = outcome {
-                    then();
-                }
-                let Some(next) = next else {
-                    return;
-                };
-                job = next;
-                ran += 1;
-                if ran % JOBS_PER_TASK == 0 {
-                    crate::rt::yield_now().await;
-                }
-            }
-        }));
+    /// Runners for the started jobs no live runner will reach: one per job
+    /// beyond `runners` (the caller schedules them after the lock).
+    fn new_runners(&self, s: &mut PoolState) -> Vec<LaneTask> {
+        let missing = s.active.saturating_sub(s.runners);
+        s.runners += missing;
+        s.stats.runners_scheduled += missing as u64;
+        (0..missing)
+            .map(|_| LaneTask {
+                lane: Some(self.clone()),
+            })
+            .collect()
     }
 
-    /// The bookkeeping of a finished job. Returns the next job for the
-    /// finishing task to run, if one was started; spawns any others.
-    fn finish(
-        &self,
-        component: usize,
-        reentrant: bool,
-        priority: Priority,
-        worker_id: Option<usize>,
-        panicked: bool,
-    ) -> Option<Job> {
-        let mut next = {
+    /// A runner's first act: take a started job, or leave (no job: another
+    /// runner took it).
+    fn take_ready(&self) -> Option<Job> {
+        let mut s = self.shared.lock();
+        let job = s.pop_ready();
+        if job.is_none() {
+            s.runners -= 1;
+        }
+        self.publish_hint(&s);
+        job
+    }
+
+    /// Stores `ready.len()` for lingering runners (under the lock, so the
+    /// last store is the current length).
+    fn publish_hint(&self, s: &PoolState) {
+        self.shared
+            .ready_hint
+            .store(s.ready.len(), Ordering::Relaxed);
+    }
+
+    /// A runner that found no started job waits a moment for one before it
+    /// leaves (it stays counted in `runners` meanwhile, so a submission in
+    /// that moment pushes the job to `ready` and schedules nobody). It
+    /// watches `ready_hint`, not the lock. Then it takes a job, or leaves.
+    fn linger(&self) -> Option<Job> {
+        for _ in 0..LINGER_SPINS {
+            // Relaxed: a hint; the job itself is taken under the lock.
+            if self.shared.ready_hint.load(Ordering::Relaxed) > 0 {
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        self.take_ready()
+    }
+
+    /// The bookkeeping of a finished job, under one lock: free its slot,
+    /// count it, start waiting jobs while slots are free. Then, if
+    /// `take_next`, hand the runner the next started job, if there is one
+    /// (the runner stays counted either way). Runners for started jobs
+    /// beyond the live ones are scheduled here.
+    fn finish(&self, done: Done, take_next: bool) -> Option<Job> {
+        let (next, runners) = {
             let mut s = self.shared.lock();
             s.active -= 1;
-            if !reentrant {
-                if let Some(n) = s.running_of.get_mut(&component) {
+            if !done.reentrant {
+                if let Some(n) = s.running_of.get_mut(&done.component) {
                     *n -= 1;
                     if *n == 0 {
-                        s.running_of.remove(&component);
+                        s.running_of.remove(&done.component);
                     }
                 }
             }
             s.stats.completed += 1;
-            s.stats.completed_by_priority[usize::from(priority.rank())] += 1;
-            s.stats.panicked += u64::from(panicked);
-            if let Some(w) = worker_id {
-                s.stats.worker_ids.insert(w);
-            }
-            let next = self.pick_all(&mut s);
+            s.stats.completed_by_priority[usize::from(done.priority.rank())] += 1;
+            s.stats.panicked += u64::from(done.panicked);
+            s.stats.worker_ids.insert(done.worker_id);
+            self.start_waiting(&mut s);
+            let next = if take_next { s.pop_ready() } else { None };
             if s.active == 0 && s.waiting == 0 {
                 self.shared.idle.notify_all();
             }
-            next
-        }
-        .into_iter();
-        let mine = next.next();
-        for job in next {
-            self.spawn(job);
-        }
-        mine
+            self.publish_hint(&s);
+            (next, self.new_runners(&mut s))
+        };
+        self.shared.host.schedule(runners);
+        next
     }
 
-    /// Starts waiting jobs while slots are free; returns them to spawn.
-    fn pick_all(&self, s: &mut PoolState) -> Vec<Job> {
-        let mut out = Vec::new();
+    /// Starts waiting jobs while slots are free (into `ready`).
+    fn start_waiting(&self, s: &mut PoolState) {
         while s.active < self.shared.width {
             match s.pick(self.shared.aging_step) {
                 Some(job) => {
                     s.start(&job);
-                    out.push(job);
+                    s.push_ready(job);
                 }
                 None => break,
             }
         }
-        out
+    }
+
+    /// The host is gone (a runner dropped without running): no runner
+    /// will come for the started jobs. Close the lane and drop every
+    /// admitted job (`Dispatch::Dropped(Closed)`).
+    fn abandon(&self) {
+        let jobs: Vec<Job> = {
+            let mut s = self.shared.lock();
+            s.runners -= 1;
+            s.closed = true;
+            if s.runners > 0 {
+                // A live runner (still finishing a job) takes what is left
+                // and comes back here when it cannot be scheduled.
+                return;
+            }
+            let started = s.ready.len();
+            let mut jobs: Vec<Job> = s.ready.drain(..).collect();
+            self.publish_hint(&s);
+            s.active -= started;
+            for class in &mut s.classes {
+                jobs.extend(class.drain(..).map(|w| w.job));
+            }
+            s.waiting = 0;
+            s.running_of.clear();
+            self.shared.idle.notify_all();
+            jobs
+        };
+        for job in jobs {
+            if let Some(then) = (job.run)(Dispatch::Dropped(DropReason::Closed)) {
+                then();
+            }
+        }
     }
 
     /// Blocks until nothing is waiting or running (the region barrier and
@@ -388,6 +450,75 @@ impl PoolLane {
     }
 }
 
+/// What `finish` needs of a job that ran.
+struct Done {
+    component: usize,
+    reentrant: bool,
+    priority: Priority,
+    worker_id: usize,
+    panicked: bool,
+}
+
+/// The task of the lane workers: a runner of one lane. It takes a started
+/// job from the lane, runs it, does the lane's bookkeeping, and goes on
+/// with the next started job, so a backlog costs no scheduling per job;
+/// every `JOBS_PER_TASK` jobs it yields its worker. Dropped without running
+/// (the `LaneRuntime` shut down), it abandons its lane.
+pub(crate) struct LaneTask {
+    lane: Option<PoolLane>,
+}
+
+impl LaneTask {
+    /// Runs jobs on worker `worker_id`. `Some(self)`: it yielded; requeue.
+    pub(crate) fn run(mut self, worker_id: usize) -> Option<LaneTask> {
+        let lane = self.lane.take().expect("a runner runs once");
+        let mut job = lane.take_ready()?;
+        let mut ran = 0u32;
+        loop {
+            ran += 1;
+            let done = Done {
+                component: job.component,
+                reentrant: job.reentrant,
+                priority: job.priority,
+                worker_id,
+                panicked: false,
+            };
+            let run = job.run;
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                run(Dispatch::Run {
+                    worker_id: Some(worker_id),
+                })
+            }));
+            let done = Done {
+                panicked: outcome.is_err(),
+                ..done
+            };
+            let yield_now = ran % JOBS_PER_TASK == 0;
+            let next = lane.finish(done, !yield_now);
+            if let Ok(Some(then)) = outcome {
+                then();
+            }
+            if yield_now {
+                // Still a live runner of the lane: requeued, it takes the
+                // next started job when it runs again.
+                return Some(LaneTask { lane: Some(lane) });
+            }
+            job = match next {
+                Some(job) => job,
+                None => lane.linger()?,
+            };
+        }
+    }
+}
+
+impl Drop for LaneTask {
+    fn drop(&mut self) {
+        if let Some(lane) = self.lane.take() {
+            lane.abandon();
+        }
+    }
+}
+
 impl PoolShared {
     fn lock(&self) -> MutexGuard<'_, PoolState> {
         // A job's panic is caught outside the lock; a poisoned lock would
@@ -398,6 +529,14 @@ impl PoolShared {
 }
 
 impl PoolState {
+    fn push_ready(&mut self, job: Job) {
+        self.ready.push_back(job);
+    }
+
+    fn pop_ready(&mut self) -> Option<Job> {
+        self.ready.pop_front()
+    }
+
     fn blocked(&self, job: &Job) -> bool {
         !job.reentrant && self.running_of.contains_key(&job.component)
     }

@@ -15,12 +15,12 @@ use super::graph::{
     ComponentError, Graph, GraphContext, InvClock, Invocation, PortDecl, Replica, Value,
     CANCELLED_MESSAGE,
 };
+use super::host::{self, LaneRuntime};
 use super::metrics::{LaneAcc, SchedulerMetrics};
 use super::pool::{Dispatch, DropReason, Job, PoolLane};
 use super::spec::{Diagnostic, FixedRateSpec, LaneKind, Priority};
 use super::stop::StopToken;
 use super::tracelog::{Record, Trace, RUNNER_TID};
-use crate::rt::Runtime;
 use crate::time;
 use crate::trace::Arg;
 
@@ -158,7 +158,8 @@ pub struct RunResult {
 /// Runs `graph` on `rt` until it completes, fails or is stopped, then drains
 /// and deactivates. Thread-pool invocations run on `rt`'s workers; the rest
 /// runs on the calling thread, which must not be one of `rt`'s workers.
-pub fn run(graph: Graph, rt: &Runtime, opts: RunOptions) -> RunResult {
+/// Wall-clock fixed-rate lanes sleep on `rt`'s timer wheel.
+pub fn run(graph: Graph, rt: &LaneRuntime, opts: RunOptions) -> RunResult {
     Runner::new(graph, rt, opts).run()
 }
 
@@ -241,7 +242,7 @@ impl Batch {
 
 struct Runner<'a> {
     graph: Graph,
-    rt: &'a Runtime,
+    rt: &'a LaneRuntime,
     opts: RunOptions,
     clock: Clock,
     replicas: Vec<Arc<[Replica]>>,
@@ -265,7 +266,7 @@ struct Runner<'a> {
 }
 
 impl<'a> Runner<'a> {
-    fn new(mut graph: Graph, rt: &'a Runtime, opts: RunOptions) -> Runner<'a> {
+    fn new(mut graph: Graph, rt: &'a LaneRuntime, opts: RunOptions) -> Runner<'a> {
         let has_fixed = graph
             .lanes
             .iter()
@@ -324,9 +325,7 @@ impl<'a> Runner<'a> {
                     current: None,
                     previous: None,
                 }),
-                LaneKind::ThreadPool(spec) => {
-                    LaneRun::Pool(PoolLane::new(spec, rt.handle().clone()))
-                }
+                LaneKind::ThreadPool(spec) => LaneRun::Pool(PoolLane::new(spec, rt)),
             })
             .collect();
         let acc = graph.lanes.iter().map(|_| LaneAcc::default()).collect();
@@ -1078,14 +1077,14 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
-/// Sleeps until `deadline` on the runtime's timer, waking at once if `stop`
-/// is requested. The timer wheel has 1 ms ticks and rounds deadlines up, so
+/// Sleeps until `deadline` on the lane runtime's timer (its workers fire
+/// it; this thread parks), waking at once if `stop` is requested. The timer wheel has 1 ms ticks and rounds deadlines up, so
 /// the timer is asked for `deadline - 1 ms` and the last stretch (under
 /// about a millisecond) is an OS sleep. Returns whether the stop came.
-fn sleep_until(rt: &Runtime, deadline: Instant, stop: &StopToken) -> bool {
+fn sleep_until(rt: &LaneRuntime, deadline: Instant, stop: &StopToken) -> bool {
     let coarse = deadline.checked_sub(Duration::from_millis(1));
     if let Some(coarse) = coarse.filter(|c| *c > Instant::now()) {
-        rt.block_on(async {
+        host::block_on(&rt.shared().driver, async {
             let sleep = pin!(time::sleep_until(time::Instant::from_std(coarse)));
             let stopped = pin!(stop.requested());
             FirstOf(sleep, stopped).await;

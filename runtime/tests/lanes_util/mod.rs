@@ -5,9 +5,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use magpie_runtime::lanes::{
-    Component, ComponentError, GraphContext, Input, Invocation, Output, PortDecl,
+    Component, ComponentError, GraphContext, Input, Invocation, LaneRuntime, Output, PortDecl,
 };
-use magpie_runtime::Runtime;
 
 pub const OUT: Output<u64> = Output::new("out");
 pub const IN: Input<u64> = Input::new("in");
@@ -34,8 +33,8 @@ pub fn names(log: &Log) -> Vec<String> {
         .collect()
 }
 
-pub fn runtime(workers: usize) -> Runtime {
-    Runtime::builder().worker_threads(workers).build().unwrap()
+pub fn runtime(workers: usize) -> LaneRuntime {
+    LaneRuntime::new(workers).unwrap()
 }
 
 /// Publishes `epoch * 10 + invocation` on `out` each invocation; logs.
