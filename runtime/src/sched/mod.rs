@@ -742,6 +742,31 @@ impl<T: Send + 'static> Parts<'_, T> {
         }
     }
 
+    /// Fork-join's push (`crate::join`, J1): a local spawn, then an answer
+    /// to a thief's pending share request. A worker deep in a recursion of
+    /// joins starts no tick (where requests are normally answered), so it
+    /// answers here: one Relaxed load of its own flag when its stack is not
+    /// empty.
+    #[inline]
+    pub(crate) fn push_newest(&mut self, task: T) {
+        self.spawn_local(task);
+        if !self.core.stack.is_empty() && self.core.wants_work.load(Ordering::Relaxed) {
+            self.share();
+        }
+    }
+
+    /// Fork-join's take-back (`crate::join`, J5): the newest task this
+    /// worker spawned and still holds privately (its LIFO slot, then its
+    /// private stack). Tasks already shared to the ring are left to
+    /// [`find_task`].
+    #[inline]
+    pub(crate) fn pop_newest(&mut self) -> Option<T> {
+        if let Some(task) = self.lifo_take() {
+            return Some(task);
+        }
+        self.core.stack.pop()
+    }
+
     /// A task for any worker: counted by the gate, pushed to the global queue,
     /// and a parked worker woken. Dropped if the executor was shut down.
     pub(crate) fn spawn_global(&mut self, task: T) {
@@ -958,6 +983,25 @@ fn end_park<T: Send + 'static>(core: &mut Core<T>, shared: &Shared<T>) {
     match shared.lifo_mode {
         LifoMode::Owner => core.transitioning_to_park = false,
         LifoMode::Stealable => shared.remotes[core.id].lifo.end_park(),
+    }
+}
+
+/// A worker that found nothing leaves the searching state without parking
+/// (fork-join's owner, about to sleep on a latch while it keeps its token).
+/// If it was the last searcher and work is visible, it wakes a parked
+/// worker: a task pushed while we searched woke nobody, counting on us
+/// (README.md, "Parking", step 3 makes the same check).
+pub(crate) fn leave_searching<W: Worker>(worker: &mut W) {
+    let parts = worker.parts();
+    if !parts.core.is_searching {
+        return;
+    }
+    parts.core.is_searching = false;
+    if parts.shared.idle.transition_from_searching()
+        && parts.shared.has_visible_work()
+        && parts.shared.notify_parked().is_some()
+    {
+        parts.metrics.unparks += 1;
     }
 }
 

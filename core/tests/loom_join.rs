@@ -1,0 +1,206 @@
+//! Loom models of fork-join (`magpie_core::join`): the worker's latch racing
+//! its owner's sleep, a stolen job finishing while its owner waits, and
+//! panics crossing from one half to the joiner.
+//!
+//! Each model has one owner (the model's main thread, worker 0) running
+//! `join::join` with a one-slot "local queue" and one thief (worker 1)
+//! that takes the job from the slot if it gets there first. The owner waits
+//! exactly as a pool worker does when there is nothing else to run: it
+//! commits to sleeping on the latch (L2), parks on its `Parker`, and leaves
+//! the sleeping state on waking (L5).
+//!
+//! Run: `RUSTFLAGS="--cfg loom -C debug-assertions" LOOM_MAX_PREEMPTIONS=2
+//! CARGO_TARGET_DIR=target/loom cargo test -p magpie-core --release --test
+//! loom_join`. The protocol is `core/src/join/README.md`.
+#![cfg(loom)]
+
+use std::panic::{self, AssertUnwindSafe};
+
+use magpie_core::join::{self, CoreLatch, FallAsleep, JobRef, JoinContext, Latch, Wake};
+use magpie_core::park::{Parker, Unparker};
+use magpie_core::sync::{thread, Arc, Mutex, UnsafeCell};
+
+/// The owner's one-slot local queue, shared with the thief.
+type Slot = Arc<Mutex<Option<JobRef>>>;
+
+struct Owner {
+    slot: Slot,
+    parker: Parker,
+}
+
+impl JoinContext for Owner {
+    fn owner(&self) -> usize {
+        0
+    }
+    fn push(&mut self, job: JobRef) {
+        let old = self.slot.lock().unwrap().replace(job);
+        assert!(old.is_none());
+    }
+    fn pop(&mut self) -> Option<JobRef> {
+        self.slot.lock().unwrap().take()
+    }
+    fn wake(&mut self, wake: Wake) {
+        // Only the thief's set can find the owner asleep.
+        assert_eq!(wake, Wake::Nobody, "the owner woke itself");
+    }
+    fn wait(&mut self, latch: &CoreLatch) {
+        // Nothing else to run in the model: sleep until the thief sets.
+        if latch.fall_asleep() == FallAsleep::Asleep {
+            self.parker.park();
+            let _ = latch.wake_up();
+        }
+    }
+}
+
+/// The thief: one look at the slot; if the job is there, run it and wake
+/// the owner if the set says it sleeps.
+fn spawn_thief(slot: &Slot, owner: Unparker) -> thread::JoinHandle<()> {
+    let slot = slot.clone();
+    thread::spawn(move || {
+        let job = slot.lock().unwrap().take();
+        if let Some(job) = job {
+            match job.execute() {
+                Wake::Worker(0) => {
+                    owner.unpark();
+                }
+                Wake::Worker(i) => panic!("woke worker {i}, not the owner"),
+                Wake::Nobody => {}
+            }
+        }
+    })
+}
+
+fn owner() -> (Owner, Slot, Unparker) {
+    let slot: Slot = Arc::new(Mutex::new(None));
+    let parker = Parker::new();
+    let unparker = parker.unparker();
+    (
+        Owner {
+            slot: slot.clone(),
+            parker,
+        },
+        slot,
+        unparker,
+    )
+}
+
+/// A cell one half of a join touches and the owner reads: loom reports an
+/// access the join protocol does not order.
+struct Cell(UnsafeCell<u32>);
+
+// SAFETY: the models access the cell from two threads only where the join
+// protocol claims an order; loom checks that claim.
+unsafe impl Sync for Cell {}
+
+/// Keeps the panic hook quiet for the models' own panics (one per explored
+/// execution), and loud for everything else, loom's reports included.
+fn quiet_expected_panics() {
+    let default = panic::take_hook();
+    panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .copied()
+            .unwrap_or_default();
+        if !msg.starts_with("model:") {
+            default(info);
+        }
+    }));
+}
+
+// protocol: join L2 L3 L4 L5
+// broken-variant: latch_sleep_overwrites_set; class: lost wakeup; expects: deadlock
+#[test]
+fn latch_set_racing_owner_sleep_never_leaves_it_asleep() {
+    loom::model(|| {
+        let latch = Arc::new(CoreLatch::new(0));
+        let parker = Parker::new();
+        let setter = {
+            let latch = latch.clone();
+            let unparker = parker.unparker();
+            thread::spawn(move || {
+                // SAFETY: the Arc keeps the latch alive past the call.
+                if let Wake::Worker(0) = unsafe { CoreLatch::set(&*latch) } {
+                    unparker.unpark();
+                }
+            })
+        };
+        // The owner: nothing to run, so it sleeps until the latch is set.
+        while !latch.probe() {
+            if latch.fall_asleep() == FallAsleep::Asleep {
+                parker.park();
+                let _ = latch.wake_up();
+            }
+        }
+        setter.join().unwrap();
+        assert!(latch.snapshot().is_set());
+    });
+}
+
+// protocol: join J1 J4 J5 J6 L1
+// broken-variant: latch_set_relaxed; class: missing Release/Acquire pair; expects: Causality violation
+#[test]
+fn stolen_job_result_is_seen_by_its_waiting_owner() {
+    loom::model(|| {
+        let (mut ctx, slot, unparker) = owner();
+        let thief = spawn_thief(&slot, unparker);
+        // `b` reads what the owner wrote before the join, and returns a value
+        // built from it; loom checks both cross-thread accesses.
+        let input = Cell(UnsafeCell::new(0u32));
+        // SAFETY: no other thread sees `input` yet.
+        input.0.with_mut(|p| unsafe { *p = 20 });
+        let input = &input;
+        let (a, b) = join::join(
+            &mut ctx,
+            || 1u32,
+            // SAFETY: written before the push; read-only from here on.
+            move || input.0.with(|p| unsafe { *p }) + 2,
+        );
+        assert_eq!((a, b), (1, 22), "the stolen job's result was lost");
+        thief.join().unwrap();
+    });
+}
+
+// protocol: join J3 J5 J7
+// broken-variant: unwind_skips_wait; class: frame left while shared; expects: a frame with a job still running elsewhere was left
+#[test]
+fn panic_in_a_waits_for_stolen_b_then_reaches_the_joiner() {
+    quiet_expected_panics();
+    loom::model(|| {
+        let (mut ctx, slot, unparker) = owner();
+        let thief = spawn_thief(&slot, unparker);
+        // `b` writes into the owner's frame: the frame must still be there.
+        let written = Cell(UnsafeCell::new(0u32));
+        let w = &written;
+        let r = panic::catch_unwind(AssertUnwindSafe(|| {
+            join::join(
+                &mut ctx,
+                || panic!("model: a failed"),
+                // SAFETY: only `b` writes; the owner reads after the join.
+                move || w.0.with_mut(|p| unsafe { *p = 7 }),
+            )
+        }));
+        let payload = r.expect_err("a's panic was lost");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"model: a failed"));
+        // SAFETY: the join returned, so `b` finished (J6).
+        assert_eq!(written.0.with(|p| unsafe { *p }), 7, "b had not run");
+        thief.join().unwrap();
+    });
+}
+
+// protocol: join J4 J6
+// broken-variant: panic_sets_latch_before_result; class: missing Release/Acquire pair; expects: Causality violation
+#[test]
+fn panic_in_stolen_b_reaches_the_joiner_with_its_payload() {
+    quiet_expected_panics();
+    loom::model(|| {
+        let (mut ctx, slot, unparker) = owner();
+        let thief = spawn_thief(&slot, unparker);
+        let r = panic::catch_unwind(AssertUnwindSafe(|| {
+            join::join(&mut ctx, || 1u32, || -> u32 { panic!("model: b failed") })
+        }));
+        let payload = r.expect_err("b's panic was lost");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"model: b failed"));
+        thief.join().unwrap();
+    });
+}
