@@ -155,6 +155,47 @@ fn b_is_stolen_by_an_idle_worker_while_a_runs() {
 }
 
 #[test]
+fn an_owner_waiting_on_a_stolen_b_serves_outside_work_meanwhile() {
+    // `b` (stolen by the second worker) finishes only once an outside
+    // install has run; the only worker free to run it is the owner waiting
+    // for `b`, asleep on its latch or spinning.
+    within(|| {
+        let p = pool(2);
+        for _ in 0..20 {
+            let started = AtomicBool::new(false);
+            let released = AtomicBool::new(false);
+            std::thread::scope(|ts| {
+                ts.spawn(|| {
+                    while !started.load(Ordering::Acquire) {
+                        std::thread::yield_now();
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                    p.install(|| released.store(true, Ordering::Release));
+                });
+                let (a, b) = p.install(|| {
+                    join(
+                        || {
+                            while !started.load(Ordering::Acquire) {
+                                std::hint::spin_loop();
+                            }
+                            1
+                        },
+                        || {
+                            started.store(true, Ordering::Release);
+                            while !released.load(Ordering::Acquire) {
+                                std::hint::spin_loop();
+                            }
+                            2
+                        },
+                    )
+                });
+                assert_eq!((a, b), (1, 2));
+            });
+        }
+    });
+}
+
+#[test]
 fn scope_runs_many_borrowing_spawns_before_returning() {
     within(|| {
         let p = pool(2);

@@ -200,13 +200,18 @@ impl core_join::JoinContext for InWorker {
                 IdleAction::Spin => std::hint::spin_loop(),
                 IdleAction::Yield => thread::yield_now(),
                 IdleAction::Park(timeout) => {
-                    with_worker(sched::leave_searching);
+                    // W3: in the parked set (so new work wakes us too), but
+                    // with our token; then commit to sleeping on the latch.
+                    if !with_worker(sched::prepare_latch_sleep) {
+                        return;
+                    }
                     if latch.fall_asleep() == FallAsleep::Asleep {
                         // The borrow is held while asleep: no job runs on
                         // this thread meanwhile.
                         let _ = with_worker(|w| w.core.parker.park_timeout(timeout));
                         let _ = latch.wake_up();
                     }
+                    with_worker(sched::after_latch_sleep);
                 }
             },
         }

@@ -986,22 +986,37 @@ fn end_park<T: Send + 'static>(core: &mut Core<T>, shared: &Shared<T>) {
     }
 }
 
-/// A worker that found nothing leaves the searching state without parking
-/// (fork-join's owner, about to sleep on a latch while it keeps its token).
-/// If it was the last searcher and work is visible, it wakes a parked
-/// worker: a task pushed while we searched woke nobody, counting on us
-/// (README.md, "Parking", step 3 makes the same check).
-pub(crate) fn leave_searching<W: Worker>(worker: &mut W) {
+/// Fork-join's owner is about to sleep on a latch (`crate::join`, W3)
+/// while a job of its frame is outstanding: steps 2-3 of the park sequence
+/// (README.md, "Parking") without steps 1 and 4. It joins the parked set,
+/// so notifiers wake it for new work as they wake any parked worker, but
+/// keeps its gate token (it holds a job) and its LIFO slot open (no task
+/// runs on this thread while it sleeps, so nothing is pushed there).
+/// `false`: it was the last searcher and work is visible; do not sleep.
+pub(crate) fn prepare_latch_sleep<W: Worker>(worker: &mut W) -> bool {
     let parts = worker.parts();
-    if !parts.core.is_searching {
-        return;
+    let shared = parts.shared;
+    let core = parts.core;
+    let id = core.id;
+    debug_assert!(core.has_token, "a latch sleeper keeps its token");
+    let was_last_searcher = shared.idle.transition_to_parked(id, core.is_searching);
+    core.is_searching = false;
+    if was_last_searcher && shared.has_visible_work() {
+        if !shared.idle.unpark(id) {
+            // A notifier took us out and counted us as searching.
+            core.is_searching = true;
+        }
+        return false;
     }
-    parts.core.is_searching = false;
-    if parts.shared.idle.transition_from_searching()
-        && parts.shared.has_visible_work()
-        && parts.shared.notify_parked().is_some()
-    {
-        parts.metrics.unparks += 1;
+    true
+}
+
+/// The latch sleeper woke (or did not sleep): leave the parked set, or,
+/// if a notifier already took it out, count as the searcher it made us.
+pub(crate) fn after_latch_sleep<W: Worker>(worker: &mut W) {
+    let parts = worker.parts();
+    if !parts.shared.idle.unpark(parts.core.id) {
+        parts.core.is_searching = true;
     }
 }
 
