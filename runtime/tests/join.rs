@@ -419,3 +419,32 @@ fn thread_names_come_from_the_builder() {
         assert_eq!(p.workers(), 2);
     });
 }
+
+#[test]
+fn b_one_level_down_is_stolen_while_its_a_runs() {
+    // The outer `b` may already be gone (taken or stolen); the inner `b`
+    // must still be stealable while the inner `a` waits for it. (An
+    // owner-only slot, tried and dropped, hangs here: README.md,
+    // "Work-first".)
+    within(|| {
+        let p = pool(2);
+        for _ in 0..100 {
+            let started = AtomicBool::new(false);
+            p.install(|| {
+                join(
+                    || {
+                        join(
+                            || {
+                                while !started.load(Ordering::Acquire) {
+                                    std::hint::spin_loop();
+                                }
+                            },
+                            || started.store(true, Ordering::Release),
+                        )
+                    },
+                    || (),
+                )
+            });
+        }
+    });
+}
