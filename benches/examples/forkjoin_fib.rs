@@ -11,6 +11,7 @@
 //! ratios' minimum, quartiles and maximum. Every result is checked.
 //!
 //! `cargo run --release -p magpie-benches --example forkjoin_fib -- [N] [CUTOFF] [ROUNDS] [WORKERS]`
+//! (`FJ_TRIPS=0` skips the round trip, `FJ_TRIPS=n` sets its count per round)
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -131,7 +132,14 @@ fn main() {
     );
 
     // Outside round trip: install + a trivial join, from this thread.
-    let trips = 2_000;
+    // `FJ_TRIPS=0` skips it (for profiling the fib part alone).
+    let trips: u32 = std::env::var("FJ_TRIPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000);
+    if trips == 0 {
+        return;
+    }
     let (mut lm, mut lr, mut lratios) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let trip_m = || {
