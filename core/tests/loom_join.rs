@@ -16,7 +16,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 
-use magpie_core::join::{self, CoreLatch, FallAsleep, JobRef, JoinContext, Latch, Wake};
+use magpie_core::join::{self, CoreLatch, FallAsleep, JobRef, JobSink, JoinContext, Latch, Wake};
 use magpie_core::park::{Parker, Unparker};
 use magpie_core::sync::{thread, Arc, Mutex, UnsafeCell};
 
@@ -202,5 +202,93 @@ fn panic_in_stolen_b_reaches_the_joiner_with_its_payload() {
         let payload = r.expect_err("b's panic was lost");
         assert_eq!(payload.downcast_ref::<&str>(), Some(&"model: b failed"));
         thief.join().unwrap();
+    });
+}
+
+/// The scope model's sink: a shared queue the owner pops from the back and
+/// each thief takes from once.
+struct Queue(Arc<Mutex<Vec<JobRef>>>);
+
+impl JobSink for Queue {
+    fn push(&self, job: JobRef) {
+        self.0.lock().unwrap().push(job);
+    }
+}
+
+/// The scope's owner: its local queue is the shared one.
+struct ScopeOwner {
+    queue: Arc<Mutex<Vec<JobRef>>>,
+    parker: Parker,
+}
+
+impl JoinContext for ScopeOwner {
+    fn owner(&self) -> usize {
+        0
+    }
+    fn push(&mut self, job: JobRef) {
+        self.queue.lock().unwrap().push(job);
+    }
+    fn pop(&mut self) -> Option<JobRef> {
+        self.queue.lock().unwrap().pop()
+    }
+    fn wake(&mut self, wake: Wake) {
+        assert_eq!(wake, Wake::Nobody, "the owner woke itself");
+    }
+    fn wait(&mut self, latch: &CoreLatch) {
+        if latch.fall_asleep() == FallAsleep::Asleep {
+            self.parker.park();
+            let _ = latch.wake_up();
+        }
+    }
+}
+
+// protocol: join S2 S4 S5
+// broken-variant: scope_count_relaxed; class: missing Release/Acquire pair; expects: Causality violation
+#[test]
+fn scope_returns_after_every_spawn_and_sees_all_their_writes() {
+    loom::model(|| {
+        let queue: Arc<Mutex<Vec<JobRef>>> = Arc::new(Mutex::new(Vec::new()));
+        let parker = Parker::new();
+        // Two thieves, one look each: the spawns may run on either, on
+        // both, or come back to the owner.
+        let thieves: Vec<_> = (0..2)
+            .map(|_| {
+                let queue = queue.clone();
+                let owner = parker.unparker();
+                thread::spawn(move || {
+                    let job = queue.lock().unwrap().pop();
+                    if let Some(job) = job {
+                        if let Wake::Worker(0) = job.execute() {
+                            owner.unpark();
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut ctx = ScopeOwner {
+            queue: queue.clone(),
+            parker,
+        };
+        let cells = [Cell(UnsafeCell::new(0u32)), Cell(UnsafeCell::new(0u32))];
+        let cells_ref = &cells;
+        join::scope(&mut ctx, Queue(queue.clone()), |s| {
+            for (i, cell) in cells_ref.iter().enumerate() {
+                // SAFETY: each spawn writes its own cell; the owner reads
+                // them after the scope.
+                s.spawn(move |_| cell.0.with_mut(|p| unsafe { *p = i as u32 + 1 }));
+            }
+        });
+        for (i, cell) in cells.iter().enumerate() {
+            // SAFETY: the scope returned, so every spawn finished (S5).
+            let v = cell.0.with(|p| unsafe { *p });
+            assert_eq!(
+                v,
+                i as u32 + 1,
+                "a spawn had not run when the scope returned"
+            );
+        }
+        for t in thieves {
+            t.join().unwrap();
+        }
     });
 }

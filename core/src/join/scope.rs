@@ -78,9 +78,15 @@ impl<'scope, S: JobSink> Scope<'scope, S> {
         // AcqRel: Release publishes this job's writes (and its panic) to the
         // owner; Acquire, on the last decrement, takes the other jobs' writes
         // along before the latch's own Release.
+        #[cfg(not(magpie_broken = "scope_count_relaxed"))]
+        let order = Ordering::AcqRel;
+        // Broken: a job that is not the last publishes nothing; its writes
+        // reach the owner only by luck.
+        #[cfg(magpie_broken = "scope_count_relaxed")]
+        let order = Ordering::Relaxed;
         // SAFETY: live while we hold a count (the owner can't leave before
         // the latch is set, which needs our count).
-        let last = unsafe { (*this).pending.fetch_sub(1, Ordering::AcqRel) } == 1;
+        let last = unsafe { (*this).pending.fetch_sub(1, order) } == 1;
         if last {
             // SAFETY: the last count: nobody else touches the scope, and the
             // set is our last access.
