@@ -292,3 +292,39 @@ fn scope_returns_after_every_spawn_and_sees_all_their_writes() {
         }
     });
 }
+
+// protocol: join B1 B2 B3
+// broken-variant: lock_latch_skips_notify; class: lost wakeup; expects: deadlock
+#[test]
+fn install_from_outside_returns_the_value_once_a_worker_ran_it() {
+    loom::model(|| {
+        let slot: Slot = Arc::new(Mutex::new(None));
+        // The worker polls the pool's queue (the slot) until the job is
+        // there, runs it, and is done.
+        let worker = {
+            let slot = slot.clone();
+            thread::spawn(move || loop {
+                let job = slot.lock().unwrap().take();
+                if let Some(job) = job {
+                    assert_eq!(job.execute(), Wake::Nobody);
+                    return;
+                }
+                thread::yield_now();
+            })
+        };
+        let input = Cell(UnsafeCell::new(0u32));
+        // SAFETY: not shared yet.
+        input.0.with_mut(|p| unsafe { *p = 40 });
+        let input = &input;
+        let v = join::install(
+            // SAFETY: written before the inject, read-only from here on.
+            move || input.0.with(|p| unsafe { *p }) + 2,
+            |job| {
+                *slot.lock().unwrap() = Some(job);
+                Ok(())
+            },
+        );
+        assert_eq!(v, 42, "the installed job's value was lost");
+        worker.join().unwrap();
+    });
+}
