@@ -59,7 +59,9 @@ pub(super) fn run(
                 sc.counters.inline_allowed += 1;
                 continue;
             }
-            sc.findings.push(finding(shared, &obj, &buf, m, &mut loc));
+            let secret = &buf[m.secret_start..m.secret_end];
+            let f = finding(shared, &obj, &buf, m.rule, m.secret_start, secret, &mut loc);
+            sc.findings.push(f);
         }
     }
     if shared.settings.max_decode_depth > 0 {
@@ -118,19 +120,7 @@ fn scan_decoded(shared: &Shared, obj: &ObjectRef, buf: &[u8], chunk: &ChunkSpan,
             sc.counters.inline_allowed += 1;
             continue;
         }
-        let info = shared.rules.rule(hit.rule);
-        let at = loc.locate(buf, start);
-        let mut f = Finding::new(
-            info.id.as_str(),
-            info.description.as_str(),
-            obj.path().clone(),
-            at.line,
-            at.column,
-            at.offset,
-            hit.secret,
-        );
-        f.precision = info.precision;
-        f.context = context_line(buf, start);
+        let mut f = finding(shared, obj, buf, hit.rule, start, hit.secret, &mut loc);
         f.decoded = hit.chain;
         f.encoded_len = (end - start) as u64;
         sc.findings.push(f);
@@ -203,20 +193,30 @@ impl Level<'_> {
     }
 }
 
-fn finding(shared: &Shared, obj: &ObjectRef, buf: &[u8], m: &Match, loc: &mut Locator) -> Finding {
-    let info = shared.rules.rule(m.rule);
-    let at = loc.locate(buf, m.secret_start);
+/// A finding of `rule` whose secret is `secret` and whose place in the
+/// chunk is `buf[at]` (the secret's first byte, or an encoded span's).
+fn finding(
+    shared: &Shared,
+    obj: &ObjectRef,
+    buf: &[u8],
+    rule: RuleId,
+    at: usize,
+    secret: impl Into<Vec<u8>>,
+    loc: &mut Locator,
+) -> Finding {
+    let info = shared.rules.rule(rule);
+    let pos = loc.locate(buf, at);
     let mut f = Finding::new(
         info.id.as_str(),
         info.description.as_str(),
         obj.path().clone(),
-        at.line,
-        at.column,
-        at.offset,
-        &buf[m.secret_start..m.secret_end],
+        pos.line,
+        pos.column,
+        pos.offset,
+        secret,
     );
     f.precision = info.precision;
-    f.context = context_line(buf, m.secret_start);
+    f.context = context_line(buf, at);
     f
 }
 
