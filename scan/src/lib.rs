@@ -8,6 +8,7 @@
 pub mod archive;
 pub mod chunk;
 pub mod cli;
+pub mod git;
 pub mod pipeline;
 pub mod pool;
 pub mod report;

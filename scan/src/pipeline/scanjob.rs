@@ -87,6 +87,11 @@ fn finding(shared: &Shared, obj: &ObjectRef, buf: &[u8], m: &Match, loc: &mut Lo
         &buf[m.secret_start..m.secret_end],
     );
     f.precision = info.precision;
+    f.commit = obj
+        .desc()
+        .git
+        .as_ref()
+        .map(|g| std::sync::Arc::clone(&g.commit));
     f.context = context_line(buf, m.secret_start);
     f
 }
