@@ -38,6 +38,8 @@ pub enum DocTopic {
     Output,
     /// `ARCHIVES.md`: archive formats, limits and policies.
     Archives,
+    /// `GIT.md`: `scan git`, history scanning.
+    Git,
 }
 
 impl DocTopic {
@@ -46,6 +48,7 @@ impl DocTopic {
         match self {
             DocTopic::Output => include_str!("../OUTPUT.md"),
             DocTopic::Archives => include_str!("../ARCHIVES.md"),
+            DocTopic::Git => include_str!("../GIT.md"),
         }
     }
 }
@@ -237,7 +240,9 @@ EXAMPLES:
 Formats, skipped entries, paths, fingerprints, suppression and the baseline:
   scan --docs output
 Archive formats, limits and policies:
-  scan --docs archives";
+  scan --docs archives
+Git history (scan git [REPO]):
+  scan --docs git";
 
 /// magpie's secret scanner: finds credentials (API keys, tokens, private
 /// keys, passwords) in files and directories, including inside zip, tar and
@@ -317,8 +322,9 @@ struct Cli {
         value_enum,
         value_name = "TOPIC",
         long_help = wrap("Print a manual page built into scan and exit: output (formats, \
-                     skipped entries, paths, fingerprints, baseline, suppression, exit codes) \
-                     or archives (formats read, limits, policies).")
+                     skipped entries, paths, fingerprints, baseline, suppression, exit codes), \
+                     archives (formats read, limits, policies) or git (scan git: history, \
+                     attribution, commit fields).")
     )]
     docs: Option<DocTopic>,
 

@@ -438,3 +438,24 @@ fn a_merge_and_an_archive_in_history_are_read() {
     assert_eq!(f[0]["path"], "bundle.zip!inner/creds.txt");
     assert_eq!(f[0]["commit"], zipped.as_str());
 }
+
+#[test]
+fn history_flags_belong_to_scan_git_and_its_help_names_them() {
+    let help = scan::cli::git_long_help();
+    for flag in [
+        "--branch",
+        "--since-commit",
+        "--log-range",
+        "--staged",
+        "[REPO]",
+    ] {
+        assert!(help.contains(flag), "scan git --help lacks {flag}: {help}");
+    }
+    assert!(!scan::cli::long_help().contains("--since-commit"));
+    let t = tempdir();
+    let run = common::scan_in(t.path(), ["--branch", "main", "."]);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("scan git"), "{}", run.stderr);
+    let two = scan_git(t.path(), &["a", "b"]);
+    assert_eq!(two.code, Some(2), "one REPO only: {}", two.stderr);
+}
