@@ -305,6 +305,18 @@ struct Cli {
     )]
     log_range: Option<String>,
 
+    /// scan git: unreachable objects too.
+    #[arg(
+        long,
+        hide = true,
+        conflicts_with_all = ["branch", "since_commit", "log_range", "staged"],
+        long_help = wrap("Also scan what no ref reaches: every commit in the object database \
+                     is walked like a branch (a dangling commit, a deleted branch not yet \
+                     garbage-collected), and blobs no commit reaches are scanned with the \
+                     commit id `unreachable` and their blob id as path.")
+    )]
+    all_objects: bool,
+
     /// scan git: the index against HEAD.
     #[arg(
         long,
@@ -651,6 +663,8 @@ impl Cli {
             Some("--log-range")
         } else if self.staged {
             Some("--staged")
+        } else if self.all_objects {
+            Some("--all-objects")
         } else {
             None
         }
@@ -764,7 +778,13 @@ fn git_command() -> clap::Command {
                      directory named directly. [default: .]",
                 ))
         });
-    for id in ["branch", "since_commit", "log_range", "staged"] {
+    for id in [
+        "branch",
+        "since_commit",
+        "log_range",
+        "staged",
+        "all_objects",
+    ] {
         cmd = cmd.mut_arg(id, |a| a.hide(false));
     }
     cmd
@@ -786,6 +806,7 @@ fn parse_git(args: &[OsString]) -> Result<Config, clap::Error> {
         since_commit: cli.since_commit.clone(),
         range: cli.log_range.clone(),
         staged: cli.staged,
+        all_objects: cli.all_objects,
     };
     let mut config = cli.into_config();
     config.paths = vec![repo];

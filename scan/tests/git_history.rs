@@ -459,3 +459,47 @@ fn history_flags_belong_to_scan_git_and_its_help_names_them() {
     let two = scan_git(t.path(), &["a", "b"]);
     assert_eq!(two.code, Some(2), "one REPO only: {}", two.stderr);
 }
+
+#[test]
+fn all_objects_reads_a_deleted_branch_and_a_dangling_blob() {
+    let t = tempdir();
+    let dir = t.path();
+    init(dir);
+    commit_file(dir, "README.md", "base\n", "base");
+    git(dir, &["checkout", "-q", "-b", "doomed"]);
+    let lost = commit_file(
+        dir,
+        "lost.env",
+        &format!("T={}\n", github_token(15)),
+        "lost",
+    );
+    git(dir, &["checkout", "-q", "main"]);
+    git(dir, &["branch", "-q", "-D", "doomed"]);
+    let loose = dir.join("loose.txt");
+    let token = github_token(16);
+    std::fs::write(&loose, format!("T={token}\n")).unwrap();
+    let blob = git(dir, &["hash-object", "-w", "loose.txt"]);
+    std::fs::remove_file(&loose).unwrap();
+    let reachable = scan_git(dir, &["-f", "json"]);
+    assert_eq!(reachable.code, Some(0), "{}", reachable.stderr);
+    let run = scan_git(dir, &["-f", "json", "--all-objects"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    let f = json_findings(&run);
+    assert_eq!(f.len(), 2, "{f:?}");
+    let by_commit: BTreeSet<(String, String)> = f
+        .iter()
+        .map(|f| {
+            (
+                f["commit"].as_str().unwrap().to_owned(),
+                f["path"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_commit,
+        BTreeSet::from([
+            (lost, "lost.env".to_owned()),
+            ("unreachable".to_owned(), blob)
+        ])
+    );
+}

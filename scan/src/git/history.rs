@@ -59,6 +59,9 @@ pub struct HistoryCursor {
     pending: VecDeque<GitItem>,
     /// `--staged`: the index still has to be compared with HEAD.
     staged: bool,
+    /// `--all-objects`: every blob in the object database, handed out
+    /// after the commits if no commit reached it.
+    orphans: Vec<ObjectId>,
     buf: Vec<u8>,
 }
 
@@ -92,6 +95,7 @@ impl HistoryCursor {
             seen_trees: HashSet::new(),
             pending: VecDeque::new(),
             staged: opts.staged,
+            orphans: Vec::new(),
             buf: Vec::new(),
         };
         if !opts.staged {
@@ -133,6 +137,9 @@ impl HistoryCursor {
             tips.push(self.resolve(branch)?);
         } else {
             tips = self.all_ref_tips()?;
+        }
+        if opts.all_objects {
+            tips.extend(self.all_objects()?);
         }
         if let Some(since) = &opts.since_commit {
             hidden.push(self.resolve(since)?);
@@ -180,6 +187,27 @@ impl HistoryCursor {
         tips.sort();
         tips.dedup();
         Ok(tips)
+    }
+
+    /// `--all-objects`: every commit id in the object database (returned,
+    /// to be walked as tips); every blob id is kept in `orphans`.
+    fn all_objects(&mut self) -> Result<Vec<ObjectId>, String> {
+        let mut commits = Vec::new();
+        let mut seen = HashSet::new();
+        for id in self.repo.objects.iter().map_err(err)? {
+            let Ok(id) = id else { continue };
+            if !seen.insert(id) {
+                continue; // the same object in two packs, or packed and loose
+            }
+            match self.repo.find_header(id).map(|h| h.kind()) {
+                Ok(gix::object::Kind::Commit) => commits.push(id),
+                Ok(gix::object::Kind::Blob) => self.orphans.push(id),
+                _ => {}
+            }
+        }
+        self.orphans.sort();
+        self.orphans.reverse(); // popped from the end: ascending id order
+        Ok(commits)
     }
 
     /// Every commit reachable from `from`.
@@ -251,11 +279,38 @@ impl HistoryCursor {
                 continue;
             }
             let Some(&id) = self.order.get(self.next) else {
+                if self.walk_orphans(max) {
+                    continue;
+                }
                 return !self.pending.is_empty();
             };
             self.next += 1;
             self.walk_commit(id);
         }
+    }
+
+    /// Queues up to `max` blobs of `--all-objects` that no commit reached,
+    /// attributed to the pseudo-commit `unreachable` and named by their id;
+    /// false when there are none left.
+    fn walk_orphans(&mut self, max: usize) -> bool {
+        let meta = Arc::new(CommitMeta {
+            id: "unreachable".into(),
+            subject: "a blob no commit reaches".into(),
+            ..CommitMeta::default()
+        });
+        let mut queued = false;
+        while self.pending.len() < max {
+            let Some(id) = self.orphans.pop() else { break };
+            if self.seen_blobs.insert(id) {
+                self.pending.push_back(GitItem::Blob {
+                    id,
+                    path: id.to_string().into_bytes(),
+                    commit: Arc::clone(&meta),
+                });
+                queued = true;
+            }
+        }
+        queued || !self.orphans.is_empty()
     }
 
     /// Queues the blobs `id` introduced against its first parent.

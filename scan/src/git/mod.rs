@@ -28,6 +28,10 @@ pub struct GitOptions {
     pub range: Option<String>,
     /// `--staged`: the index against HEAD (what is about to be committed).
     pub staged: bool,
+    /// `--all-objects`: every commit in the object database is a tip (a
+    /// dangling commit is walked like a branch), and blobs no commit
+    /// reaches are scanned too.
+    pub all_objects: bool,
 }
 
 /// Who and what a commit is, as the reports show it.
