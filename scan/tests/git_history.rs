@@ -447,6 +447,7 @@ fn history_flags_belong_to_scan_git_and_its_help_names_them() {
         "--since-commit",
         "--log-range",
         "--staged",
+        "--all-objects",
         "[REPO]",
     ] {
         assert!(help.contains(flag), "scan git --help lacks {flag}: {help}");
