@@ -128,6 +128,7 @@ fn the_same_blob_in_many_commits_and_paths_is_scanned_once() {
     let s = run.summary();
     // Blobs: the secret file, other.txt, "gone" = 3 distinct blobs.
     assert_eq!(s["files_scanned"], 3, "{s}");
+    assert_eq!(common::metric(&s, "git_commits"), 5, "{s}");
     common::assert_accounting(&s);
 }
 

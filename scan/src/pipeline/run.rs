@@ -225,6 +225,7 @@ pub fn scan_with(
     crate::walk::compile_excludes(&config.exclude).map_err(ScanError::Usage)?;
     let workers = config.workers.max(1);
     let settings = settings(config, &rules);
+    let git_commits = git.as_ref().map(|(_, cursor)| cursor.commits() as u64);
     let level0 = tuning.frontier_capacity.unwrap_or_else(|| match git {
         // A blob holds no descriptor but, while it is chunked, its decoded
         // bytes: few in flight bound the memory (README in src/git/).
@@ -339,7 +340,7 @@ pub fn scan_with(
     finalize(&mut findings);
     let mut skipped = totals.skipped;
     sort_skipped(&mut skipped);
-    let summary = summary(
+    let mut summary = summary(
         config,
         &shared,
         &totals.counters,
@@ -349,6 +350,10 @@ pub fn scan_with(
         elapsed,
         trace.map_or(0, |t| t.dropped()),
     );
+    if let Some(n) = git_commits {
+        // Commits the history walk covered (`scan git`).
+        summary.metrics.insert("git_commits", n);
+    }
     if tuning.leak_at_end {
         std::mem::forget(shared);
     }
