@@ -505,3 +505,59 @@ fn all_objects_reads_a_deleted_branch_and_a_dangling_blob() {
         ])
     );
 }
+
+#[test]
+fn a_shallow_clone_is_scanned_from_its_boundary_without_errors() {
+    let t = tempdir();
+    let origin = t.path().join("origin");
+    std::fs::create_dir(&origin).unwrap();
+    init(&origin);
+    commit_file(
+        &origin,
+        "old.env",
+        &format!("T={}\n", github_token(17)),
+        "old",
+    );
+    let kept = commit_file(
+        &origin,
+        "new.env",
+        &format!("T={}\n", github_token(18)),
+        "new",
+    );
+    let url = format!("file://{}", origin.display());
+    git(t.path(), &["clone", "-q", "--depth", "1", &url, "shallow"]);
+    let run = scan_git(&t.path().join("shallow"), &["-f", "json"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    // The boundary commit is walked as a root: both files are in its tree.
+    let f = json_findings(&run);
+    assert_eq!(f.len(), 2, "{f:?}");
+    assert!(f.iter().all(|f| f["commit"] == kept.as_str()), "{f:?}");
+    assert!(
+        run.json()["skipped"].as_array().unwrap().is_empty(),
+        "{}",
+        run.stdout_text()
+    );
+}
+
+#[test]
+fn a_missing_blob_is_named_unreadable_and_the_rest_is_scanned() {
+    let t = tempdir();
+    let dir = t.path();
+    init(dir);
+    commit_file(dir, "victim.txt", "will vanish\n", "victim");
+    let token = github_token(19);
+    commit_file(dir, "k.env", &format!("T={token}\n"), "secret");
+    let blob = git(dir, &["rev-parse", "HEAD~1:victim.txt"]);
+    let loose = dir.join(".git/objects").join(&blob[..2]).join(&blob[2..]);
+    std::fs::remove_file(&loose).expect("a fresh repository keeps loose objects");
+    let run = scan_git(dir, &["-f", "json", "--metrics"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    let f = json_findings(&run);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0]["secret"], token.as_str());
+    let skipped = run.json()["skipped"].as_array().unwrap().clone();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert_eq!(skipped[0]["path"], "victim.txt");
+    assert_eq!(skipped[0]["reason"], "unreadable");
+    common::assert_accounting(&run.summary());
+}

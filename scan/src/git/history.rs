@@ -62,6 +62,9 @@ pub struct HistoryCursor {
     /// `--all-objects`: every blob in the object database, handed out
     /// after the commits if no commit reached it.
     orphans: Vec<ObjectId>,
+    /// A shallow clone's boundary commits: their parents are not in the
+    /// repository, so they are walked as root commits (their whole tree).
+    shallow: HashSet<ObjectId>,
     buf: Vec<u8>,
 }
 
@@ -96,8 +99,12 @@ impl HistoryCursor {
             pending: VecDeque::new(),
             staged: opts.staged,
             orphans: Vec::new(),
+            shallow: HashSet::new(),
             buf: Vec::new(),
         };
+        if let Ok(Some(boundary)) = cursor.repo.shallow_commits() {
+            cursor.shallow = boundary.iter().copied().collect();
+        }
         if !opts.staged {
             cursor.select(opts)?;
         }
@@ -235,7 +242,12 @@ impl HistoryCursor {
         let data = self.repo.objects.try_find(id, &mut self.buf).ok()??;
         let c = CommitRef::from_bytes(data.data, data.object_hash).ok()?;
         let time = c.committer().ok().map_or(0, |s| s.seconds());
-        Some((c.tree(), c.parents().collect(), time))
+        let parents = if self.shallow.contains(id) {
+            Vec::new()
+        } else {
+            c.parents().collect()
+        };
+        Some((c.tree(), parents, time))
     }
 
     fn meta(&mut self, id: &ObjectId) -> CommitMeta {
