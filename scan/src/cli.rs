@@ -807,6 +807,7 @@ fn parse_git(args: &[OsString]) -> Result<Config, clap::Error> {
         range: cli.log_range.clone(),
         staged: cli.staged,
         all_objects: cli.all_objects,
+        exclude: cli.exclude.clone(),
     };
     let mut config = cli.into_config();
     config.paths = vec![repo];

@@ -561,3 +561,24 @@ fn a_missing_blob_is_named_unreadable_and_the_rest_is_scanned() {
     assert_eq!(skipped[0]["reason"], "unreadable");
     common::assert_accounting(&run.summary());
 }
+
+#[test]
+fn exclude_globs_apply_to_paths_in_history() {
+    let t = tempdir();
+    let dir = t.path();
+    init(dir);
+    commit_file(
+        dir,
+        "vendor/lib.env",
+        &format!("T={}\n", github_token(20)),
+        "vendor",
+    );
+    let kept = commit_file(dir, "app.env", &format!("T={}\n", github_token(21)), "app");
+    let run = scan_git(dir, &["-f", "json", "--exclude", "vendor/"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    let f = json_findings(&run);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0]["path"], "app.env");
+    assert_eq!(f[0]["commit"], kept.as_str());
+    assert_eq!(json_findings(&scan_git(dir, &["-f", "json"])).len(), 2);
+}

@@ -3,6 +3,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::os::unix::ffi::OsStrExt;
 
 use gix::objs::{CommitRef, Find, TreeRefIter};
 use gix::ObjectId;
@@ -65,6 +66,8 @@ pub struct HistoryCursor {
     /// A shallow clone's boundary commits: their parents are not in the
     /// repository, so they are walked as root commits (their whole tree).
     shallow: HashSet<ObjectId>,
+    /// `--exclude`: paths (in the commit's tree) not to scan.
+    exclude: Option<ignore::overrides::Override>,
     buf: Vec<u8>,
 }
 
@@ -100,6 +103,7 @@ impl HistoryCursor {
             staged: opts.staged,
             orphans: Vec::new(),
             shallow: HashSet::new(),
+            exclude: crate::walk::compile_excludes(&opts.exclude)?,
             buf: Vec::new(),
         };
         if let Ok(Some(boundary)) = cursor.repo.shallow_commits() {
@@ -383,6 +387,9 @@ impl HistoryCursor {
                     path.push(b'/');
                 }
                 path.extend_from_slice(&name);
+                if self.excluded(&path, kind == Kind::Tree) {
+                    continue;
+                }
                 match kind {
                     Kind::Blob => {
                         if before == Some((Kind::Blob, id)) || !self.seen_blobs.insert(id) {
@@ -402,6 +409,16 @@ impl HistoryCursor {
                 }
             }
         }
+    }
+
+    /// Whether `--exclude` leaves `path` out (a blob excluded at one path is
+    /// still scanned where it appears at another).
+    fn excluded(&self, path: &[u8], is_dir: bool) -> bool {
+        let Some(ov) = &self.exclude else {
+            return false;
+        };
+        let p = std::path::Path::new(std::ffi::OsStr::from_bytes(path));
+        ov.matched(p, is_dir).is_ignore()
     }
 
     /// A tree's entries: name, kind, id.

@@ -32,6 +32,8 @@ pub struct GitOptions {
     /// dangling commit is walked like a branch), and blobs no commit
     /// reaches are scanned too.
     pub all_objects: bool,
+    /// `--exclude` globs, matched against the path in each commit's tree.
+    pub exclude: Vec<String>,
 }
 
 /// Who and what a commit is, as the reports show it.
