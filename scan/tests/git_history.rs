@@ -582,3 +582,20 @@ fn exclude_globs_apply_to_paths_in_history() {
     assert_eq!(f[0]["commit"], kept.as_str());
     assert_eq!(json_findings(&scan_git(dir, &["-f", "json"])).len(), 2);
 }
+
+/// A rename keeps the blob id: the secret stays attributed to the commit
+/// (and path) that introduced it, and is not reported again.
+#[test]
+fn a_renamed_file_keeps_its_introducing_commit() {
+    let t = tempdir();
+    let dir = t.path();
+    init(dir);
+    let added = commit_file(dir, "a.env", &format!("T={}\n", github_token(22)), "add");
+    git(dir, &["mv", "a.env", "b.env"]);
+    git(dir, &["commit", "-q", "-m", "rename"]);
+    let run = scan_git(dir, &["-f", "json"]);
+    let f = json_findings(&run);
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert_eq!(f[0]["path"], "a.env");
+    assert_eq!(f[0]["commit"], added.as_str());
+}
