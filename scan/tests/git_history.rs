@@ -129,6 +129,11 @@ fn the_same_blob_in_many_commits_and_paths_is_scanned_once() {
     // Blobs: the secret file, other.txt, "gone" = 3 distinct blobs.
     assert_eq!(s["files_scanned"], 3, "{s}");
     assert_eq!(common::metric(&s, "git_commits"), 5, "{s}");
+    assert!(
+        run.stderr.contains("scanned 3 blobs of 5 commits,"),
+        "{}",
+        run.stderr
+    );
     common::assert_accounting(&s);
 }
 

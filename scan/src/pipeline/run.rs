@@ -353,6 +353,7 @@ pub fn scan_with(
     if let Some(n) = git_commits {
         // Commits the history walk covered (`scan git`).
         summary.metrics.insert("git_commits", n);
+        summary.git_commits = Some(n);
     }
     if tuning.leak_at_end {
         std::mem::forget(shared);
@@ -449,6 +450,7 @@ fn summary(
         m.insert(k, v);
     }
     Summary {
+        git_commits: None,
         excluded: c.excluded,
         respect_gitignore: config.respect_ignore_files,
         skip_hint: false,
