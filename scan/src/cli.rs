@@ -38,6 +38,8 @@ pub enum DocTopic {
     Output,
     /// `ARCHIVES.md`: archive formats, limits and policies.
     Archives,
+    /// `GIT.md`: `scan git`, history scanning.
+    Git,
 }
 
 impl DocTopic {
@@ -46,6 +48,7 @@ impl DocTopic {
         match self {
             DocTopic::Output => include_str!("../OUTPUT.md"),
             DocTopic::Archives => include_str!("../ARCHIVES.md"),
+            DocTopic::Git => include_str!("../GIT.md"),
         }
     }
 }
@@ -144,6 +147,11 @@ pub struct Config {
     pub chunk_size: usize,
     /// Keyword prefilter override (hidden `--prefilter`; benchmarks).
     pub prefilter: Option<Prefilter>,
+    /// `scan git`: read this repository's history instead of walking
+    /// `paths` (then `paths` holds the repository's work tree, or its git
+    /// directory when bare: where `.gitleaksignore` and `.gitleaks.toml`
+    /// are looked for).
+    pub git: Option<crate::git::GitOptions>,
 }
 
 /// Parses a size: a whole number of bytes with an optional binary suffix,
@@ -235,7 +243,9 @@ EXAMPLES:
 Formats, skipped entries, paths, fingerprints, suppression and the baseline:
   scan --docs output
 Archive formats, limits and policies:
-  scan --docs archives";
+  scan --docs archives
+Git history (scan git [REPO]):
+  scan --docs git";
 
 /// magpie's secret scanner: finds credentials (API keys, tokens, private
 /// keys, passwords) in files and directories, including inside zip, tar and
@@ -263,10 +273,63 @@ struct Cli {
                      - reads standard input, and a FIFO named here is read to its end. A \
                      PATH that is missing or unreadable is an error (exit 2). Paths in the \
                      report are below PATH (scan ./repo reports src/a.env), or start with \
-                     PATH without ./ when several are given."),
-        required_unless_present = "docs"
+                     PATH without ./ when several are given.")
     )]
     paths: Vec<PathBuf>,
+
+    /// scan git: only commits reachable from REF.
+    #[arg(
+        long,
+        value_name = "REF",
+        hide = true,
+        long_help = wrap("Scan only the commits reachable from REF (a branch, tag or commit) \
+                     instead of those reachable from every ref.")
+    )]
+    branch: Option<String>,
+
+    /// scan git: leave out SHA and every commit it reaches.
+    #[arg(
+        long,
+        value_name = "SHA",
+        hide = true,
+        long_help = wrap("Scan only commits that are not SHA and not reachable from SHA: \
+                     what came after it (for CI: the last commit already scanned).")
+    )]
+    since_commit: Option<String>,
+
+    /// scan git: commits reachable from B and not from A.
+    #[arg(
+        long,
+        visible_alias = "range",
+        value_name = "A..B",
+        hide = true,
+        long_help = wrap("Scan the commits of a log range, as git log A..B: reachable from B \
+                     and not from A. An empty side is HEAD (A.. is A..HEAD).")
+    )]
+    log_range: Option<String>,
+
+    /// scan git: unreachable objects too.
+    #[arg(
+        long,
+        hide = true,
+        conflicts_with_all = ["branch", "since_commit", "log_range", "staged"],
+        long_help = wrap("Also scan what no ref reaches: every commit in the object database \
+                     is walked like a branch (a dangling commit, a deleted branch not yet \
+                     garbage-collected), and blobs no commit reaches are scanned with the \
+                     commit id `unreachable` and their blob id as path.")
+    )]
+    all_objects: bool,
+
+    /// scan git: the index against HEAD.
+    #[arg(
+        long,
+        hide = true,
+        conflicts_with_all = ["branch", "since_commit", "log_range"],
+        long_help = wrap("Scan what is about to be committed: the blobs in the index that \
+                     HEAD does not have at that path (for a pre-commit hook). Findings carry \
+                     the commit id `staged`.")
+    )]
+    staged: bool,
 
     /// Print one of scan's manual pages and exit.
     #[arg(
@@ -274,8 +337,9 @@ struct Cli {
         value_enum,
         value_name = "TOPIC",
         long_help = wrap("Print a manual page built into scan and exit: output (formats, \
-                     skipped entries, paths, fingerprints, baseline, suppression, exit codes) \
-                     or archives (formats read, limits, policies).")
+                     skipped entries, paths, fingerprints, baseline, suppression, exit codes), \
+                     archives (formats read, limits, policies) or git (scan git: history, \
+                     attribution, commit fields).")
     )]
     docs: Option<DocTopic>,
 
@@ -608,6 +672,23 @@ fn parse_chunk_size(s: &str) -> Result<usize, String> {
 }
 
 impl Cli {
+    /// `scan git`'s flags were given to a directory scan.
+    fn git_flag(&self) -> Option<&'static str> {
+        if self.branch.is_some() {
+            Some("--branch")
+        } else if self.since_commit.is_some() {
+            Some("--since-commit")
+        } else if self.log_range.is_some() {
+            Some("--log-range")
+        } else if self.staged {
+            Some("--staged")
+        } else if self.all_objects {
+            Some("--all-objects")
+        } else {
+            None
+        }
+    }
+
     fn into_config(self) -> Config {
         let workers = self.workers.unwrap_or_else(|| {
             std::thread::available_parallelism()
@@ -650,6 +731,7 @@ impl Cli {
             output: self.output,
             chunk_size: self.chunk_size,
             prefilter: self.prefilter,
+            git: None,
         }
     }
 }
@@ -664,7 +746,98 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Config, clap::E
     if args.get(1).is_some_and(|a| a == "rules") {
         return RulesCli::try_parse_from(&args[1..]).map(RulesCli::into_config);
     }
-    Cli::try_parse_from(args).map(Cli::into_config)
+    if args.get(1).is_some_and(|a| a == "git") {
+        return parse_git(&args[1..]);
+    }
+    let cli = Cli::try_parse_from(args)?;
+    if cli.paths.is_empty() && cli.docs.is_none() {
+        use clap::CommandFactory;
+        return Err(Cli::command().error(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "the following required arguments were not provided:\n  <PATH>...",
+        ));
+    }
+    if let Some(flag) = cli.git_flag() {
+        use clap::CommandFactory;
+        return Err(Cli::command().error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("{flag} reads git history: use it with `scan git`"),
+        ));
+    }
+    Ok(cli.into_config())
+}
+
+/// `scan git [OPTIONS] [REPO]`: the same options as a directory scan, plus
+/// the history ones, and one repository (default `.`).
+fn git_command() -> clap::Command {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command()
+        .name("scan git")
+        .bin_name("scan git")
+        .about("Scan a git repository's history: every blob reachable from its refs, once.")
+        .long_about(wrap(
+            "Scan a git repository's history: every blob reachable from any ref (or from \
+             --branch, after --since-commit, in --log-range), each blob once, attributed \
+             to the commit that introduced it. REPO is a work tree, a bare repository or \
+             a .git directory. Findings carry the commit id, author, date and subject \
+             (scan --docs output).",
+        ))
+        .after_help("Exit status: 0 nothing found, 1 findings, 2 error (REPO is no repository).")
+        .after_long_help(
+            "EXAMPLES:\n  scan git                          the repository in the current directory\n  \
+             scan git --since-commit abc123 .  only what came after abc123\n  \
+             scan git --staged                 what is about to be committed\n  \
+             scan git -f sarif -o h.sarif .    SARIF with the commit of each finding",
+        )
+        .mut_arg("paths", |a| {
+            a.value_name("REPO")
+                .num_args(0..=1)
+                .help("The repository [default: .]")
+                .long_help(wrap(
+                    "The repository to read: a work tree, a bare repository, or a .git \
+                     directory named directly. [default: .]",
+                ))
+        });
+    for id in [
+        "branch",
+        "since_commit",
+        "log_range",
+        "staged",
+        "all_objects",
+    ] {
+        cmd = cmd.mut_arg(id, |a| a.hide(false));
+    }
+    cmd
+}
+
+fn parse_git(args: &[OsString]) -> Result<Config, clap::Error> {
+    use clap::FromArgMatches;
+    let mut cmd = git_command();
+    let matches = cmd.try_get_matches_from_mut(args)?;
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
+    let repo = cli
+        .paths
+        .first()
+        .cloned()
+        .unwrap_or_else(|| PathBuf::from("."));
+    let git = crate::git::GitOptions {
+        repo: repo.clone(),
+        branch: cli.branch.clone(),
+        since_commit: cli.since_commit.clone(),
+        range: cli.log_range.clone(),
+        staged: cli.staged,
+        all_objects: cli.all_objects,
+        exclude: cli.exclude.clone(),
+    };
+    let mut config = cli.into_config();
+    config.paths = vec![repo];
+    config.git = Some(git);
+    Ok(config)
+}
+
+/// The full `scan git --help` text (for tests and documentation).
+pub fn git_long_help() -> String {
+    git_command().render_long_help().to_string()
 }
 
 /// `scan rules`: list the rules a scan would run (a directory named `rules`

@@ -9,6 +9,7 @@ pub mod archive;
 pub mod chunk;
 pub mod cli;
 pub mod decode;
+pub mod git;
 pub mod pipeline;
 pub mod pool;
 pub mod report;

@@ -1,6 +1,6 @@
 //! The docs' command-line examples are run as written, so they cannot
-//! drift from the program: every ```console block of `OUTPUT.md` and
-//! `ARCHIVES.md` is a shell session in a fresh directory, `$ ` lines are
+//! drift from the program: every ```console block of `OUTPUT.md`,
+//! `ARCHIVES.md` and `GIT.md` is a shell session in a fresh directory, `$ ` lines are
 //! commands (run in one bash script, `scan` being the binary under test)
 //! and the lines after each are its exact standard output. Also: every
 //! skip label the program has is documented, and `--help` says what the
@@ -94,6 +94,11 @@ fn output_md_examples_print_what_they_show() {
 #[test]
 fn archives_md_examples_print_what_they_show() {
     check_doc("ARCHIVES.md");
+}
+
+#[test]
+fn git_md_examples_print_what_they_show() {
+    check_doc("GIT.md");
 }
 
 #[test]

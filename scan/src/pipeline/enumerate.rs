@@ -12,17 +12,66 @@ use crate::walk::WalkItem;
 
 use super::frontier::{ObjectCtx, ObjectDescriptor, ObjectEnd, WaitKey};
 use super::task::{
-    ArchiveEnum, ArchiveLevel, EnumCursor, FetchState, PendingMember, Task, WalkEnum,
+    ArchiveEnum, ArchiveLevel, EnumCursor, FetchState, GitEnum, PendingMember, Task, WalkEnum,
     ENUM_BATCH_SIZE,
 };
 use super::{end_skipped, park, skip_at_discovery, Ctx, Note, Shared};
+use crate::git::{GitBlob, GitItem};
+use crate::skip::SkipReason;
 
 pub(super) fn run(shared: &Shared, cursor: EnumCursor, ctx: &mut Ctx) -> Option<Note> {
     ctx.scratch.counters.enumerate_count += 1;
     match cursor {
         EnumCursor::Walk(w) => walk(shared, w, ctx),
         EnumCursor::Archive(a) => archive(shared, a, ctx),
+        EnumCursor::Git(g) => git(shared, g, ctx),
     }
+}
+
+/// One step of the history walk (`scan git`): like the directory walk, a
+/// batch of blobs admitted at level 0, then re-enqueued behind them.
+fn git(shared: &Shared, mut g: Box<GitEnum>, ctx: &mut Ctx) -> Option<Note> {
+    if g.batch.is_empty() {
+        if g.finished {
+            return Note::bare(ctx, TaskKind::Enumerate, 0);
+        }
+        g.finished = !g.cursor.next_batch(ENUM_BATCH_SIZE, &mut g.batch);
+        g.batch.reverse();
+    }
+    let mut admitted = 0u64;
+    while let Some(item) = g.batch.pop() {
+        match item {
+            GitItem::Blob { id, path, commit } => {
+                let Some(permit) = shared.frontier.try_acquire(0) else {
+                    g.batch.push(GitItem::Blob { id, path, commit });
+                    return park_walk(shared, EnumCursor::Git(g), admitted, ctx);
+                };
+                let mut desc = ObjectDescriptor::new(ObjPath::from_file_bytes(&path), 0, 0);
+                desc.git = Some(std::sync::Arc::new(GitBlob { id, commit }));
+                let obj = ObjectCtx::new(desc, permit);
+                admitted += 1;
+                ctx.spawn_local(Task::FetchSync { obj, state: None });
+            }
+            GitItem::Unreadable { path, detail } => {
+                let reason = SkipReason::Unreadable(std::io::ErrorKind::InvalidData);
+                skip_at_discovery(
+                    shared,
+                    ctx,
+                    ObjPath::from_file_bytes(&path),
+                    reason,
+                    1,
+                    detail,
+                );
+            }
+        }
+    }
+    let note = Note::bare(ctx, TaskKind::Enumerate, admitted);
+    if !g.finished {
+        ctx.spawn_global(Task::Enumerate {
+            cursor: EnumCursor::Git(g),
+        });
+    }
+    note
 }
 
 /// One step of the walk: admit the pending batch (pulling one if there is
@@ -46,13 +95,7 @@ fn walk(shared: &Shared, mut w: Box<WalkEnum>, ctx: &mut Ctx) -> Option<Note> {
                 let Some(permit) = shared.frontier.try_acquire(0) else {
                     // Level 0 is full: keep the item, wait for places.
                     w.batch.push(WalkItem::File { path, size });
-                    ctx.scratch.counters.enumerate_backpressure += 1;
-                    let note = Note::bare(ctx, TaskKind::Enumerate, admitted);
-                    let task = Task::Enumerate {
-                        cursor: EnumCursor::Walk(w),
-                    };
-                    park(shared, WaitKey::Level(0), task, ctx);
-                    return note;
+                    return park_walk(shared, EnumCursor::Walk(w), admitted, ctx);
                 };
                 let follow = shared.settings.follow_symlinks
                     || w.roots.iter().any(|r| r.as_os_str() == path.as_os_str());
@@ -66,13 +109,7 @@ fn walk(shared: &Shared, mut w: Box<WalkEnum>, ctx: &mut Ctx) -> Option<Note> {
             WalkItem::Stream { path } => {
                 let Some(permit) = shared.frontier.try_acquire(0) else {
                     w.batch.push(WalkItem::Stream { path });
-                    ctx.scratch.counters.enumerate_backpressure += 1;
-                    let note = Note::bare(ctx, TaskKind::Enumerate, admitted);
-                    let task = Task::Enumerate {
-                        cursor: EnumCursor::Walk(w),
-                    };
-                    park(shared, WaitKey::Level(0), task, ctx);
-                    return note;
+                    return park_walk(shared, EnumCursor::Walk(w), admitted, ctx);
                 };
                 let stdin = crate::source::is_stdin(&path);
                 let shown = if stdin {
@@ -108,6 +145,15 @@ fn walk(shared: &Shared, mut w: Box<WalkEnum>, ctx: &mut Ctx) -> Option<Note> {
             cursor: EnumCursor::Walk(w),
         });
     }
+    note
+}
+
+/// Level 0 is full: count the back-pressure and park the walk (of the
+/// tree or of the history), its batch inside it, until places come back.
+fn park_walk(shared: &Shared, cursor: EnumCursor, admitted: u64, ctx: &mut Ctx) -> Option<Note> {
+    ctx.scratch.counters.enumerate_backpressure += 1;
+    let note = Note::bare(ctx, TaskKind::Enumerate, admitted);
+    park(shared, WaitKey::Level(0), Task::Enumerate { cursor }, ctx);
     note
 }
 
@@ -160,7 +206,8 @@ fn archive(shared: &Shared, mut ae: Box<ArchiveEnum>, ctx: &mut Ctx) -> Option<N
                 park(shared, WaitKey::Level(level), task, ctx);
                 return note;
             };
-            let desc = ObjectDescriptor::new(p.path, p.size_hint.unwrap_or(0), level);
+            let mut desc = ObjectDescriptor::new(p.path, p.size_hint.unwrap_or(0), level);
+            desc.git = ae.stack.first().and_then(|l| l.obj.desc().git.clone());
             let obj = ObjectCtx::new(desc, permit);
             let top = ae
                 .stack

@@ -6,7 +6,7 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 
 use crate::archive::{
-    detect_file, ArchiveCursor, ArchiveKind, PolicyAction, RootBudget, SNIFF_LEN,
+    detect_file, sniff, ArchiveCursor, ArchiveKind, PolicyAction, RootBudget, SNIFF_LEN,
 };
 use crate::chunk::{ChunkCursor, ChunkMeta};
 use crate::pool::PooledBuf;
@@ -35,6 +35,7 @@ pub(super) fn run(
         return None;
     };
     match state {
+        None if obj.desc().git.is_some() => first_blob_chunk(shared, obj, buf, ctx),
         None if obj.desc().stream => {
             let path = obj.path().file_path().into_owned();
             let path = if obj.desc().stdin {
@@ -65,6 +66,7 @@ pub(super) fn run(
             FetchState::File { file, size, chunks } => {
                 next_file_chunk(shared, obj, buf, file, size, chunks, ctx)
             }
+            FetchState::Blob { data, chunks } => blob_chunk(shared, obj, buf, data, chunks, ctx),
             FetchState::Member {
                 archive,
                 chunks,
@@ -140,6 +142,117 @@ fn first_file_chunk(
     }
     let chunks = ChunkCursor::new(cs, st.context_len);
     emit_file_chunk(shared, obj, file, size, chunks, buf, read.done, ctx);
+    note
+}
+
+/// The first FetchSync of a git blob (`scan git`): its size from the
+/// object header (a blob over `--max-file-size` is skipped without being
+/// decoded), then the whole blob decoded by gix, an archive opened as on
+/// disk, else the first chunk handed to a Scan.
+fn first_blob_chunk(
+    shared: &Shared,
+    obj: ObjectRef,
+    buf: PooledBuf,
+    ctx: &mut Ctx,
+) -> Option<Note> {
+    let st = &shared.settings;
+    let id = obj.desc().git.as_ref().expect("a git blob").id;
+    let repo = ctx.scratch.repo.get_or_insert_with(|| {
+        let mut r = shared
+            .git
+            .as_ref()
+            .expect("a scan git run has a repository")
+            .to_thread_local();
+        r.object_cache_size_if_unset(GIT_OBJECT_CACHE);
+        r
+    });
+    let unreadable = SkipReason::Unreadable(io::ErrorKind::InvalidData);
+    let header = repo.find_header(id).map(|h| h.size());
+    let size = match header {
+        Ok(size) => size,
+        Err(e) => {
+            end_skipped(ctx, &obj, unreadable, format!("blob {id}: {e}"));
+            return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
+        }
+    };
+    if let Err(reason) = check_size(size, st.max_file_size) {
+        end_skipped(ctx, &obj, reason, format!("blob {id}"));
+        return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
+    }
+    let repo = ctx.scratch.repo.as_ref().expect("made above");
+    let found = repo.find_object(id).map(|o| o.detach().data);
+    let data = match found {
+        Ok(data) => data,
+        Err(e) => {
+            end_skipped(ctx, &obj, unreadable, format!("blob {id}: {e}"));
+            return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
+        }
+    };
+    if st.archives.is_some() {
+        if let Some(kind) = sniff(&data[..data.len().min(SNIFF_LEN)]) {
+            drop(buf);
+            let note = Note::of(ctx, TaskKind::FetchSync, &obj, 0, data.len() as u64);
+            ctx.scratch.counters.bytes_fetched += data.len() as u64;
+            // The archive readers read a file (a zip seeks to its
+            // directory): the blob is spooled to an unnamed temp file.
+            match spool(&data) {
+                Ok(file) => open_archive(shared, obj, file, kind, ctx),
+                Err(e) => end_skipped(ctx, &obj, SkipReason::from_io(&e), e.to_string()),
+            }
+            return note;
+        }
+    }
+    let chunks = ChunkCursor::new(st.chunk_size, st.context_len);
+    blob_chunk(shared, obj, buf, data, chunks, ctx)
+}
+
+/// The per-worker object cache of `scan git` (trees and small blobs that
+/// several commits share): 16 MiB.
+const GIT_OBJECT_CACHE: usize = 16 << 20;
+
+fn spool(data: &[u8]) -> io::Result<std::fs::File> {
+    use std::io::Write;
+    let mut f = tempfile::tempfile()?;
+    f.write_all(data)?;
+    Ok(f)
+}
+
+/// The next chunk of a decoded blob: the overlap prefix and up to a chunk
+/// of new bytes, copied from the blob into the pool buffer.
+fn blob_chunk(
+    shared: &Shared,
+    obj: ObjectRef,
+    mut buf: PooledBuf,
+    data: Vec<u8>,
+    mut chunks: ChunkCursor,
+    ctx: &mut Ctx,
+) -> Option<Note> {
+    let cs = shared.settings.chunk_size;
+    let prefix = chunks.next_prefix_len();
+    let offset = chunks.next_offset();
+    let start = usize::try_from(offset).expect("a blob fits in memory") - prefix;
+    let end = (start + prefix + cs).min(data.len());
+    buf.full_mut()[..end - start].copy_from_slice(&data[start..end]);
+    buf.set_len(end - start);
+    ctx.scratch.counters.bytes_fetched += (end - start) as u64;
+    let note = Note::of(
+        ctx,
+        TaskKind::FetchSync,
+        &obj,
+        offset,
+        (end - start - prefix) as u64,
+    );
+    let done = end == data.len();
+    let meta = chunks.advance(&buf, done);
+    if done {
+        finished(shared, &obj, ObjectEnd::Scanned);
+    } else {
+        ctx.spawn_local(Task::FetchSync {
+            obj: ObjectRef::clone(&obj),
+            state: Some(Box::new(FetchState::Blob { data, chunks })),
+        });
+    }
+    spawn_scan(obj, buf, &meta, ctx);
     note
 }
 

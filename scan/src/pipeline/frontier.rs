@@ -81,6 +81,9 @@ pub struct ObjectDescriptor {
     pub stream: bool,
     /// The stream is standard input (`-`).
     pub stdin: bool,
+    /// A blob of a git history (`scan git`): its id and the commit that
+    /// introduced it. Archive members inside such a blob carry the same.
+    pub git: Option<std::sync::Arc<crate::git::GitBlob>>,
 }
 
 impl ObjectDescriptor {
@@ -94,6 +97,7 @@ impl ObjectDescriptor {
             follow: false,
             stream: false,
             stdin: false,
+            git: None,
         }
     }
 }

@@ -49,6 +49,9 @@ pub(crate) struct Shared {
     pub(crate) waiters: WaitList<Task>,
     /// Live counters for the progress bar; `None` when it is not drawn.
     pub(crate) progress: Option<Arc<Progress>>,
+    /// The repository of a `scan git` run (each worker reads it through a
+    /// thread-local handle of its own, `WorkerScratch::repo`).
+    pub(crate) git: Option<gix::ThreadSafeRepository>,
     aborted: AtomicBool,
     abort_error: Mutex<Option<ScanError>>,
     /// Per-worker counters and findings, merged as each worker's scratch
@@ -156,6 +159,9 @@ pub(crate) struct WorkerScratch {
     pub(crate) skipped: Vec<SkippedEntry>,
     pub(crate) counters: Counters,
     pub(crate) trace: TraceRecorder,
+    /// This worker's handle on the `scan git` repository (object caches are
+    /// per handle), made on first use.
+    pub(crate) repo: Option<gix::Repository>,
 }
 
 impl std::fmt::Debug for WorkerScratch {
@@ -178,6 +184,7 @@ impl WorkerScratch {
             skipped: Vec::new(),
             counters: Counters::default(),
             trace: sink.map_or_else(TraceRecorder::disabled, |s| s.recorder(worker)),
+            repo: None,
         }
     }
 }

@@ -24,14 +24,18 @@ use crate::trace::{TraceSink, DEFAULT_MAX_EVENTS};
 use crate::walk::{WalkConfig, WalkCursor};
 
 use super::frontier::{FrontierStats, ObjectFrontier, WaitList, SKIP_LABELS};
-use super::task::{EnumCursor, Task, WalkEnum};
+use super::task::{EnumCursor, GitEnum, Task, WalkEnum};
 use super::{lock, run_task, ArchiveSettings, Counters, Settings, Shared, Totals, WorkerScratch};
+use crate::git::HistoryCursor;
 
 /// Chunk buffers per worker (seed 001: the pool holds `4 × workers`).
 pub const BUFFERS_PER_WORKER: usize = 4;
 
 /// The most places at frontier level 0 (files on disk in flight).
 pub const MAX_FRONTIER: usize = 512;
+
+/// Frontier places per worker in a `scan git` run (blobs in flight).
+pub const GIT_BLOBS_PER_WORKER: usize = 8;
 
 /// The fewest places at any level.
 pub const MIN_FRONTIER: usize = 16;
@@ -206,15 +210,29 @@ pub fn scan_with(
     trace: Option<&std::sync::Arc<TraceSink>>,
 ) -> Result<ScanReport, ScanError> {
     let started = Instant::now();
-    for root in &config.paths {
-        check_root(root)?;
+    let git = match &config.git {
+        Some(opts) => {
+            let repo = crate::git::open(&opts.repo)?;
+            let cursor = HistoryCursor::new(&repo, opts).map_err(ScanError::Usage)?;
+            Some((repo, cursor))
+        }
+        None => None,
+    };
+    if git.is_none() {
+        for root in &config.paths {
+            check_root(root)?;
+        }
     }
     crate::walk::compile_excludes(&config.exclude).map_err(ScanError::Usage)?;
     let workers = config.workers.max(1);
     let settings = settings(config, &rules);
-    let level0 = tuning
-        .frontier_capacity
-        .unwrap_or_else(|| frontier_capacity(fd_soft_limit()));
+    let git_commits = git.as_ref().map(|(_, cursor)| cursor.commits() as u64);
+    let level0 = tuning.frontier_capacity.unwrap_or_else(|| match git {
+        // A blob holds no descriptor but, while it is chunked, its decoded
+        // bytes: few in flight bound the memory (README in src/git/).
+        Some(_) => (GIT_BLOBS_PER_WORKER * workers).clamp(MIN_FRONTIER, MAX_FRONTIER),
+        None => frontier_capacity(fd_soft_limit()),
+    });
     let depth = settings.archives.as_ref().map_or(0, |a| a.limits.max_depth);
     let frontier = ObjectFrontier::new(&level_capacities(level0, depth));
     let buffers = tuning
@@ -234,6 +252,7 @@ pub fn scan_with(
         frontier,
         waiters: WaitList::new(),
         progress,
+        git: git.as_ref().map(|(repo, _)| repo.clone()),
         aborted: AtomicBool::new(false),
         abort_error: Mutex::new(None),
         totals: Mutex::new(Totals::default()),
@@ -266,8 +285,17 @@ pub fn scan_with(
         move |worker| WorkerScratch::new(Arc::clone(&for_init), worker, sink.as_ref()),
         move |task, ctx| run_task(&for_tasks, task, ctx),
     );
-    let first = Task::Enumerate {
-        cursor: EnumCursor::Walk(Box::new(walk)),
+    let first = match git {
+        Some((_, cursor)) => Task::Enumerate {
+            cursor: EnumCursor::Git(Box::new(GitEnum {
+                cursor,
+                batch: Vec::with_capacity(super::ENUM_BATCH_SIZE),
+                finished: false,
+            })),
+        },
+        None => Task::Enumerate {
+            cursor: EnumCursor::Walk(Box::new(walk)),
+        },
     };
     if ex.spawn_external(first).is_err() {
         return Err(ScanError::Other("the executor refused the walk".into()));
@@ -313,7 +341,7 @@ pub fn scan_with(
     finalize(&mut findings);
     let mut skipped = totals.skipped;
     sort_skipped(&mut skipped);
-    let summary = summary(
+    let mut summary = summary(
         config,
         &shared,
         &totals.counters,
@@ -323,6 +351,11 @@ pub fn scan_with(
         elapsed,
         trace.map_or(0, |t| t.dropped()),
     );
+    if let Some(n) = git_commits {
+        // Commits the history walk covered (`scan git`).
+        summary.metrics.insert("git_commits", n);
+        summary.git_commits = Some(n);
+    }
     if tuning.leak_at_end {
         std::mem::forget(shared);
     }
@@ -418,6 +451,7 @@ fn summary(
         m.insert(k, v);
     }
     Summary {
+        git_commits: None,
         excluded: c.excluded,
         respect_gitignore: config.respect_ignore_files,
         skip_hint: false,
@@ -477,8 +511,19 @@ pub fn scan(config: &Config, tuning: &Tuning) -> Result<ScanReport, ScanError> {
 
 /// The whole program: reporter (baseline and output checked first), rules,
 /// trace file, the scan, the report and the summary.
-pub fn run(config: Config) -> Result<Outcome, ScanError> {
-    let reporter = Reporter::from_config(&config)?;
+pub fn run(mut config: Config) -> Result<Outcome, ScanError> {
+    let mut provenance = None;
+    if let Some(opts) = &config.git {
+        // The repository's own directory is where its `.gitleaksignore` and
+        // `.gitleaks.toml` are, and SARIF's %SRCROOT%.
+        let repo = crate::git::open(&opts.repo)?;
+        config.paths = vec![crate::git::root_dir(&repo)];
+        provenance = Some(crate::git::provenance(&repo));
+    }
+    let mut reporter = Reporter::from_config(&config)?;
+    if let Some(p) = provenance {
+        reporter.set_provenance(p);
+    }
     let rules = load_rules(&config)?;
     let workers = config.workers.max(1);
     let trace = match &config.trace {

@@ -216,6 +216,11 @@ fn finding(
         secret,
     );
     f.precision = info.precision;
+    f.commit = obj
+        .desc()
+        .git
+        .as_ref()
+        .map(|g| std::sync::Arc::clone(&g.commit));
     f.context = context_line(buf, at);
     f
 }

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 
 use crate::archive::{ArchiveCursor, ArchiveKind};
 use crate::chunk::{ChunkCursor, ChunkMeta, LineBase};
+use crate::git::{GitItem, HistoryCursor};
 use crate::pool::PooledBuf;
 use crate::report::ObjPath;
 use crate::walk::{WalkCursor, WalkItem};
@@ -60,6 +61,20 @@ pub enum EnumCursor {
     /// The members of an archive (and of archives nested in it). The same box
     /// travels to the member's FetchSync chain and back, never re-allocated.
     Archive(Box<ArchiveEnum>),
+    /// The blobs of a git history (`scan git`).
+    Git(Box<GitEnum>),
+}
+
+/// The history walk's resumable state (`scan git`).
+#[derive(Debug)]
+pub struct GitEnum {
+    /// The walk.
+    pub cursor: HistoryCursor,
+    /// Items pulled from the walk but not yet admitted (reversed: the next
+    /// one is last).
+    pub batch: Vec<GitItem>,
+    /// The walk said it has nothing more.
+    pub finished: bool,
 }
 
 /// The walk's resumable state.
@@ -132,6 +147,14 @@ pub enum FetchState {
         chunks: ChunkCursor,
         /// The overlap carried forward (a stream cannot be re-read).
         carry: Vec<u8>,
+    },
+    /// A git blob, decoded whole (it is at most `--max-file-size`) and
+    /// handed out chunk by chunk.
+    Blob {
+        /// The blob's bytes.
+        data: Vec<u8>,
+        /// The chunk plan so far.
+        chunks: ChunkCursor,
     },
     /// An archive member, streamed.
     Member {

@@ -3,7 +3,10 @@
 use crate::decode::Encoding;
 use std::collections::HashMap;
 
+use std::sync::Arc;
+
 use super::path::ObjPath;
+use crate::git::CommitMeta;
 use crate::rules::Precision;
 
 /// One secret found at one place.
@@ -41,6 +44,9 @@ pub struct Finding {
     pub decoded: Vec<Encoding>,
     /// Length of the encoded span in the file, when `decoded` is not empty.
     pub encoded_len: u64,
+    /// For a finding in git history (`scan git`): the commit that
+    /// introduced the blob; `None` for a directory scan.
+    pub commit: Option<Arc<CommitMeta>>,
 }
 
 impl Finding {
@@ -67,6 +73,7 @@ impl Finding {
             context: Vec::new(),
             decoded: Vec::new(),
             encoded_len: 0,
+            commit: None,
         }
     }
 }
@@ -112,6 +119,11 @@ impl Finding {
         names.join(" > ")
     }
 }
+
+/// The tag of a history finding's fingerprint (`scan git`): a different
+/// tag, and the commit hashed too, so a baseline from `scan DIR` and one
+/// from `scan git` never share a fingerprint by construction.
+const GIT_FINGERPRINT_TAG: &[u8] = b"magpie-git-fingerprint-v1";
 
 /// Version tag hashed first, so a future change of the recipe can never
 /// produce a fingerprint equal to an old one by accident of layout.
@@ -176,8 +188,27 @@ impl Fnv1a64 {
 /// that moves the secret keeps its fingerprint; the occurrence index keeps two
 /// copies of one secret in one file apart.
 pub fn fingerprint(rule: &str, path: &ObjPath, secret: &[u8], occurrence: u64) -> String {
+    fingerprint_in(None, rule, path, secret, occurrence)
+}
+
+/// [`fingerprint`], for a finding of `scan git` when `commit` is given:
+/// the tag is then `magpie-git-fingerprint-v1` and the commit id
+/// (length-prefixed, as 40 hex digits) follows it, before the rule id.
+pub fn fingerprint_in(
+    commit: Option<&str>,
+    rule: &str,
+    path: &ObjPath,
+    secret: &[u8],
+    occurrence: u64,
+) -> String {
     let mut h = Fnv1a64::default();
-    h.write_field(FINGERPRINT_TAG);
+    match commit {
+        None => h.write_field(FINGERPRINT_TAG),
+        Some(c) => {
+            h.write_field(GIT_FINGERPRINT_TAG);
+            h.write_field(c.as_bytes());
+        }
+    }
     h.write_field(rule.as_bytes());
     h.write_u64(path.segments().len() as u64);
     for seg in path.segments() {
@@ -196,24 +227,31 @@ pub fn fingerprint(rule: &str, path: &ObjPath, secret: &[u8], occurrence: u64) -
 /// workers produced them in.
 pub fn finalize(findings: &mut Vec<Finding>) {
     findings.sort_unstable_by(|a, b| {
-        (&a.path, a.offset, &a.rule, &a.secret, a.line, a.column)
-            .cmp(&(&b.path, b.offset, &b.rule, &b.secret, b.line, b.column))
+        (
+            &a.commit, &a.path, a.offset, &a.rule, &a.secret, a.line, a.column,
+        )
+            .cmp(&(
+                &b.commit, &b.path, b.offset, &b.rule, &b.secret, b.line, b.column,
+            ))
             .then_with(|| a.description.cmp(&b.description))
             .then_with(|| a.context.cmp(&b.context))
     });
     findings.dedup_by(|later, earlier| {
         later.path == earlier.path
+            && later.commit == earlier.commit
             && later.offset == earlier.offset
             && later.rule == earlier.rule
             && later.secret == earlier.secret
     });
-    let mut seen: HashMap<(&str, &ObjPath, &[u8]), u64> = HashMap::new();
+    type Key<'a> = (Option<&'a str>, &'a str, &'a ObjPath, &'a [u8]);
+    let mut seen: HashMap<Key<'_>, u64> = HashMap::new();
     let mut prints = Vec::with_capacity(findings.len());
     for f in findings.iter() {
+        let commit = f.commit.as_deref().map(|c| c.id.as_str());
         let n = seen
-            .entry((f.rule.as_str(), &f.path, f.secret.as_slice()))
+            .entry((commit, f.rule.as_str(), &f.path, f.secret.as_slice()))
             .or_insert(0);
-        prints.push(fingerprint(&f.rule, &f.path, &f.secret, *n));
+        prints.push(fingerprint_in(commit, &f.rule, &f.path, &f.secret, *n));
         *n += 1;
     }
     for (f, p) in findings.iter_mut().zip(prints) {

@@ -7,8 +7,11 @@
 //!   the path as the report shows it (below the scan root, archive members
 //!   joined with `!`), the rule id and the 1-based line;
 //! - `commit:path:rule:line`, gitleaks' fingerprint of a git-history
-//!   finding: accepted and kept, but a directory scan's findings have no
-//!   commit, so it matches nothing here;
+//!   finding: it matches a `scan git` finding of that commit (the full
+//!   40-digit id, or a prefix of at least 7 digits), path, rule and line; a
+//!   directory scan's findings have no commit, so it matches none of them.
+//!   A `path:rule:line` entry matches a history finding at that path in
+//!   any commit, as in gitleaks;
 //! - a magpie fingerprint (16 hex digits), as the reports print it.
 //!
 //! Blank lines and lines starting with `#` are ignored, and so is a comment
@@ -34,7 +37,7 @@ pub struct IgnoreFile {
     /// magpie fingerprints.
     fingerprints: HashSet<String>,
     /// `commit:path:rule:line` entries (they match no directory finding).
-    commits: usize,
+    commits: Vec<(String, Vec<u8>, String, u64)>,
 }
 
 fn is_hex(s: &str, lo: usize, hi: usize) -> bool {
@@ -68,7 +71,9 @@ impl IgnoreFile {
             // `commit:path`: a 7-40 hex digit commit before the first `:`.
             if let Some((commit, _)) = rest.split_once(':') {
                 if is_hex(commit, 7, 40) {
-                    f.commits += 1;
+                    let path = rest.as_bytes()[commit.len() + 1..].to_vec();
+                    f.commits
+                        .push((commit.to_ascii_lowercase(), path, rule.to_owned(), num));
                     continue;
                 }
             }
@@ -102,12 +107,12 @@ impl IgnoreFile {
     pub fn extend(&mut self, other: IgnoreFile) {
         self.located.extend(other.located);
         self.fingerprints.extend(other.fingerprints);
-        self.commits += other.commits;
+        self.commits.extend(other.commits);
     }
 
     /// Entries read, of every form.
     pub fn len(&self) -> usize {
-        self.located.len() + self.fingerprints.len() + self.commits
+        self.located.len() + self.fingerprints.len() + self.commits.len()
     }
 
     /// Whether there are none.
@@ -121,6 +126,15 @@ impl IgnoreFile {
             || self
                 .located
                 .contains(&(f.path.to_bytes(), f.rule.clone(), f.line))
+            || f.commit.as_ref().is_some_and(|c| {
+                let path = f.path.to_bytes();
+                self.commits.iter().any(|(id, p, rule, line)| {
+                    c.id.starts_with(id.as_str())
+                        && *p == path
+                        && *rule == f.rule
+                        && *line == f.line
+                })
+            })
     }
 
     /// Drops the findings listed; returns how many.

@@ -32,6 +32,12 @@ pub const FINDING_KEYS: [&str; 11] = [
     "version",
 ];
 
+/// The keys a finding from git history (`scan git`) has in addition, written
+/// after `fingerprint`: the commit that introduced the blob (40 hex digits,
+/// or `staged` for `--staged`), its author's name and email, the author date
+/// (RFC 3339) and the first line of its message.
+pub const GIT_KEYS: [&str; 5] = ["commit", "author", "email", "date", "subject"];
+
 /// The report format's version, written as `version` in every finding and
 /// skipped-entry object and at the top of a `json` document: the scanner's
 /// version (the keys above are stable within a major version).
@@ -69,6 +75,13 @@ pub fn push_finding(buf: &mut Vec<u8>, f: &Finding, opts: &WriteOptions) {
             push_bytes_str(buf, e.as_str().as_bytes());
         }
         buf.push(b']');
+    }
+    if let Some(c) = &f.commit {
+        let values = [&c.id, &c.author, &c.email, &c.date, &c.subject];
+        for (key, value) in GIT_KEYS.iter().zip(values) {
+            buf.extend_from_slice(format!(",\"{key}\":").as_bytes());
+            push_bytes_str(buf, value.as_bytes());
+        }
     }
     buf.extend_from_slice(b",\"version\":");
     push_bytes_str(buf, REPORT_VERSION.as_bytes());

@@ -40,7 +40,7 @@ pub use error::{
     error_message, exit_code, BaselineError, Outcome, OutputError, ScanError, EXIT_CLEAN,
     EXIT_ERROR, EXIT_FINDINGS,
 };
-pub use finding::{finalize, fingerprint, redact, redact_percent, Finding};
+pub use finding::{finalize, fingerprint, fingerprint_in, redact, redact_percent, Finding};
 pub use ignorefile::IgnoreFile;
 pub use path::ObjPath;
 pub use progress::{Progress, ProgressDisplay, ProgressSnapshot};
@@ -79,6 +79,21 @@ pub struct WriteOptions {
     pub base_dir: Option<PathBuf>,
     /// `tool.driver.version` in SARIF.
     pub tool_version: &'static str,
+    /// The repository a `scan git` run read, for SARIF's
+    /// `versionControlProvenance`.
+    pub provenance: Option<Provenance>,
+}
+
+/// Where a history scan's findings come from (SARIF
+/// `versionControlProvenance`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Provenance {
+    /// The `origin` remote's URL, else a `file://` URI of the repository.
+    pub repository_uri: String,
+    /// The commit HEAD names, if any.
+    pub revision_id: Option<String>,
+    /// The branch HEAD is on, if any (`main`, not `refs/heads/main`).
+    pub branch: Option<String>,
 }
 
 impl WriteOptions {
@@ -100,6 +115,7 @@ impl Default for WriteOptions {
             color: false,
             base_dir: None,
             tool_version: env!("CARGO_PKG_VERSION"),
+            provenance: None,
         }
     }
 }
@@ -216,6 +232,11 @@ impl Reporter {
             findings_exit: cfg.exit_code,
             ignore,
         })
+    }
+
+    /// Sets SARIF's `versionControlProvenance` (a `scan git` run).
+    pub fn set_provenance(&mut self, p: Provenance) {
+        self.opts.provenance = Some(p);
     }
 
     /// A reporter writing to `out` (tests, embedding).

@@ -39,6 +39,8 @@ pub const TOOL_NAME: &str = "magpie-scan";
 pub const SRCROOT: &str = "%SRCROOT%";
 /// The key of our fingerprint in `partialFingerprints`.
 pub const FINGERPRINT_KEY: &str = "magpie/v1";
+/// The key of the introducing commit in `partialFingerprints` (`scan git`).
+pub const COMMIT_KEY: &str = "commitSha";
 
 /// Percent-encodes `bytes` for a URI path: every byte outside the RFC 3986
 /// unreserved set and `/` becomes `%XX` (upper-case hex).
@@ -168,6 +170,19 @@ pub fn write_sarif(
         buf.extend_from_slice(b":{\"uri\":");
         push_str(&mut buf, &file_uri(base, true));
         buf.extend_from_slice(b"}}");
+    }
+    if let Some(p) = &opts.provenance {
+        buf.extend_from_slice(b",\"versionControlProvenance\":[{\"repositoryUri\":");
+        push_str(&mut buf, &p.repository_uri);
+        if let Some(r) = &p.revision_id {
+            buf.extend_from_slice(b",\"revisionId\":");
+            push_str(&mut buf, r);
+        }
+        if let Some(b) = &p.branch {
+            buf.extend_from_slice(b",\"branch\":");
+            push_str(&mut buf, b);
+        }
+        buf.extend_from_slice(b"}]");
     }
     buf.extend_from_slice(b",\"invocations\":[{\"executionSuccessful\":true");
     buf.extend_from_slice(b",\"toolExecutionNotifications\":[");
@@ -346,20 +361,41 @@ fn push_result(buf: &mut Vec<u8>, f: &Finding, rule_index: usize, opts: &WriteOp
     push_str(buf, FINGERPRINT_KEY);
     buf.push(b':');
     push_str(buf, &f.fingerprint);
+    if let Some(c) = &f.commit {
+        buf.push(b',');
+        push_str(buf, COMMIT_KEY);
+        buf.push(b':');
+        push_str(buf, &c.id);
+    }
     buf.push(b'}');
     let member = f.path.is_archive_member();
-    if member || !f.decoded.is_empty() {
+    if member || f.commit.is_some() || !f.decoded.is_empty() {
         buf.extend_from_slice(b",\"properties\":{");
+        let mut first = true;
         if member {
             buf.extend_from_slice(b"\"archiveMember\":");
             push_str(buf, &lossy(&f.path.member_bytes()));
+            first = false;
         }
         if !f.decoded.is_empty() {
-            if member {
+            if !first {
                 buf.push(b',');
             }
+            first = false;
             buf.extend_from_slice(b"\"decoded\":");
             push_str(buf, &f.decoded_label());
+        }
+        if let Some(c) = &f.commit {
+            let values = [&c.id, &c.author, &c.email, &c.date, &c.subject];
+            for (key, value) in super::jsonl::GIT_KEYS.iter().zip(values) {
+                if !first {
+                    buf.push(b',');
+                }
+                first = false;
+                push_str(buf, key);
+                buf.push(b':');
+                push_str(buf, value);
+            }
         }
         buf.push(b'}');
     }

@@ -11,6 +11,9 @@ use super::text::Palette;
 /// [`Summary::findings`] and [`Summary::baseline_suppressed`].
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Summary {
+    /// `scan git`: the commits the history walk covered (the text summary
+    /// then says blobs, not files); `None` for a directory scan.
+    pub git_commits: Option<u64>,
     /// Files (and archive members) whose bytes were scanned.
     pub files_scanned: u64,
     /// Payload bytes scanned (the overlap carried between chunks is not
@@ -66,11 +69,19 @@ impl Summary {
     pub fn write_text(&self, out: &mut dyn Write, color: bool, metrics: bool) -> io::Result<()> {
         let p = Palette::new(color);
         let mut s = String::new();
+        let what = match self.git_commits {
+            Some(c) => format!(
+                "{} blobs of {} {}",
+                group(self.files_scanned),
+                group(c),
+                plural(c, "commit", "commits")
+            ),
+            None => format!("{} files", group(self.files_scanned)),
+        };
         s.push_str(&format!(
-            "{}scanned{} {} files, {} in {:.2} s ({:.1} MB/s, {} workers)\n",
+            "{}scanned{} {what}, {} in {:.2} s ({:.1} MB/s, {} workers)\n",
             p.bold,
             p.reset,
-            group(self.files_scanned),
             human_bytes(self.bytes_scanned),
             self.elapsed.as_secs_f64(),
             self.throughput_mb_s(),

@@ -130,6 +130,17 @@ pub fn write_text(
             terminal_safe(&secret),
             p.reset,
         );
+        if let Some(c) = &f.commit {
+            s.push_str(&format!(
+                "  {}commit{}      {} {} ({}, {})\n",
+                p.dim,
+                p.reset,
+                c.short_id(),
+                terminal_safe(c.subject.as_bytes()),
+                terminal_safe(c.author.as_bytes()),
+                terminal_safe(c.date.as_bytes()),
+            ));
+        }
         if !f.context.is_empty() {
             let ctx = if opts.redact {
                 redact_in_percent(&f.context, &f.secret, opts.redact_percent)

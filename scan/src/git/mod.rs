@@ -1,0 +1,119 @@
+//! `scan git`: a repository's history as a source of the scan pipeline.
+//!
+//! [`HistoryCursor`] lists, commit by commit (parents before children), the
+//! blobs each commit introduced against its first parent, each blob id once;
+//! the pipeline admits them like files (`EnumCursor::Git`), decodes each blob
+//! with gix in a FetchSync task and scans it with the same rules, chunking,
+//! suppression and reports as a directory scan. `README.md` beside this file
+//! is the design.
+
+mod history;
+
+use std::path::{Path, PathBuf};
+
+pub use history::{GitItem, HistoryCursor};
+
+use crate::report::ScanError;
+
+/// What `scan git` was asked to read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GitOptions {
+    /// The repository: a work tree, a bare repository or a `.git` directory.
+    pub repo: PathBuf,
+    /// `--branch REF`: only commits reachable from REF (instead of all refs).
+    pub branch: Option<String>,
+    /// `--since-commit SHA`: leave out SHA and every commit it reaches.
+    pub since_commit: Option<String>,
+    /// `--log-range A..B`: commits reachable from B and not from A.
+    pub range: Option<String>,
+    /// `--staged`: the index against HEAD (what is about to be committed).
+    pub staged: bool,
+    /// `--all-objects`: every commit in the object database is a tip (a
+    /// dangling commit is walked like a branch), and blobs no commit
+    /// reaches are scanned too.
+    pub all_objects: bool,
+    /// `--exclude` globs, matched against the path in each commit's tree.
+    pub exclude: Vec<String>,
+}
+
+/// Who and what a commit is, as the reports show it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CommitMeta {
+    /// The full commit id, 40 lowercase hex digits (for `--staged`, the
+    /// literal `staged`).
+    pub id: String,
+    /// The author's name.
+    pub author: String,
+    /// The author's email.
+    pub email: String,
+    /// The author date, RFC 3339 with the author's offset
+    /// (`2024-05-01T12:00:00+02:00`).
+    pub date: String,
+    /// The first line of the message.
+    pub subject: String,
+}
+
+impl CommitMeta {
+    /// The first 12 hex digits of the id (what the text format shows).
+    pub fn short_id(&self) -> &str {
+        &self.id[..self.id.len().min(12)]
+    }
+}
+
+/// A blob admitted to the pipeline: its id (to decode it) and the commit
+/// that introduced it (for the findings).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GitBlob {
+    /// The blob's object id.
+    pub id: gix::ObjectId,
+    /// The commit that introduced the blob at its path.
+    pub commit: std::sync::Arc<CommitMeta>,
+}
+
+/// Opens the repository at `path`: a work tree (or a directory inside
+/// one is NOT searched upward: the path must be the repository), a bare
+/// repository, or a `.git` directory named directly. A path that is no
+/// repository is an error (exit 2).
+pub fn open(path: &Path) -> Result<gix::ThreadSafeRepository, ScanError> {
+    if let Err(source) = std::fs::metadata(path) {
+        return Err(ScanError::Root {
+            path: path.to_path_buf(),
+            source,
+        });
+    }
+    gix::ThreadSafeRepository::open(path)
+        .map_err(|e| ScanError::Usage(format!("{}: not a git repository ({e})", path.display())))
+}
+
+/// The work tree of `repo` if it has one, else its git directory: where a
+/// `.gitleaksignore` or `.gitleaks.toml` of the repository is looked for.
+pub fn root_dir(repo: &gix::ThreadSafeRepository) -> PathBuf {
+    repo.work_dir()
+        .unwrap_or_else(|| repo.git_dir())
+        .to_path_buf()
+}
+
+/// SARIF's `versionControlProvenance` for `repo`: the `origin` remote's URL
+/// (else a `file://` URI of the git directory), HEAD's commit and branch.
+pub fn provenance(repo: &gix::ThreadSafeRepository) -> crate::report::Provenance {
+    let repo = repo.to_thread_local();
+    let repository_uri = repo
+        .config_snapshot()
+        .string("remote.origin.url")
+        .map(|u| u.to_string())
+        .unwrap_or_else(|| {
+            let dir = std::path::absolute(repo.git_dir()).unwrap_or_else(|_| repo.git_dir().into());
+            format!("file://{}", dir.display())
+        });
+    let revision_id = repo.head_id().ok().map(|id| id.to_string());
+    let branch = repo
+        .head_name()
+        .ok()
+        .flatten()
+        .map(|n| n.shorten().to_string());
+    crate::report::Provenance {
+        repository_uri,
+        revision_id,
+        branch,
+    }
+}
