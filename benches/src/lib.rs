@@ -12,6 +12,7 @@
 //! | [`tally`] | exactly-once checksums |
 //! | [`proc_stats`] | CPU time and peak RSS from `/proc` |
 //! | [`idle`] | CPU burnt by an idle pool |
+//! | [`suite`] | the one-command suite behind `benches/run`: every comparison alternating in one process, validity, tables, plots, baselines |
 //! | [`report`] | per-sample recorder and the ratio summary the benches print |
 #![forbid(unsafe_code)]
 
@@ -22,6 +23,7 @@ pub mod forkjoin;
 pub mod idle;
 pub mod proc_stats;
 pub mod report;
+pub mod suite;
 pub mod tally;
 pub mod typed;
 pub mod work;
