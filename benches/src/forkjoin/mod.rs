@@ -251,6 +251,29 @@ mod tests {
         assert!(xs.iter().all(|&x| x > 0.0));
     }
 
+    /// The workload benches/README.md's "Add your own workload" shows, word
+    /// for word: it must keep compiling and agree with the plain sum.
+    pub fn sum<F: ForkJoin>(fj: &F, v: &[u64]) -> u64 {
+        if v.len() <= 4096 {
+            return v.iter().sum();
+        }
+        let (a, b) = v.split_at(v.len() / 2);
+        let (x, y) = fj.join(|| sum(fj, a), || sum(fj, b));
+        x + y
+    }
+
+    #[test]
+    fn the_readme_workload_sums_alike_on_every_implementation() {
+        let data: Vec<u64> = (0..100_000).collect();
+        let want: u64 = data.iter().sum();
+        let rayon = RayonJoin::new(2);
+        assert_eq!(
+            time_install(&Sequential, || sum(&Sequential, &data)).1,
+            want
+        );
+        assert_eq!(time_install(&rayon, || sum(&rayon, &data)).1, want);
+    }
+
     #[test]
     fn quantile_is_nearest_rank() {
         let xs = [5.0, 1.0, 4.0, 2.0, 3.0];

@@ -688,7 +688,11 @@ pub fn run(options: Options) -> Run {
             let (tokio, magpie, th, mh) = (&tokio, &magpie, &mut th, &mut mh);
             ctx.group(
                 &name,
-                format!("tokio's rt_multi_threaded `{workload}` (skynet: {leaves} leaves, its sum checked)"),
+                if workload == "skynet" {
+                    format!("skynet: a 10-ary tree of {leaves} leaves, every parent awaits its children; the sum is checked")
+                } else {
+                    format!("tokio's rt_multi_threaded `{workload}`, 2 workers each")
+                },
                 0,
                 vec![
                     ("magpie", Box::new(move || time_workload(magpie, workload, mh, leaves))),
