@@ -14,6 +14,7 @@
 //! | [`idle`] | searching and parked counts, the multi-word parked bitmap |
 //! | [`task`] | the packed 64-bit task state word; the raw task cell for futures, its wakers, `JoinHandle` and the registry of live tasks |
 //! | [`process`] | the packed process-state word, the lock-free MPSC event queue and the bounded/closable mailbox around them, with a proof token for the single consumer |
+//! | [`join`] | fork-join: the type-erased job reference, the stack job, the scope's heap jobs, the worker's latch (UNSET / SLEEPING / SET) and the blocking latch, and the `join`/`scope`/`install` protocols behind a safe API |
 //! | [`gate`] | the executor gate word: accepting bit plus in-flight count |
 //! | [`affinity`] | pinning a thread to a core |
 //! | [`rng`] | xorshift64 for victim selection |
@@ -27,6 +28,7 @@ pub mod affinity;
 pub mod cache_padded;
 pub mod gate;
 pub mod idle;
+pub mod join;
 pub mod park;
 pub mod process;
 pub mod queue;

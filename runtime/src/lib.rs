@@ -26,6 +26,7 @@
 
 mod config;
 mod executor;
+pub mod join;
 pub mod lanes;
 mod metrics;
 pub mod process;

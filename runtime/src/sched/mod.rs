@@ -742,6 +742,31 @@ impl<T: Send + 'static> Parts<'_, T> {
         }
     }
 
+    /// Fork-join's push (`crate::join`, J1): a local spawn, then an answer
+    /// to a thief's pending share request. A worker deep in a recursion of
+    /// joins starts no tick (where requests are normally answered), so it
+    /// answers here: one Relaxed load of its own flag when its stack is not
+    /// empty.
+    #[inline]
+    pub(crate) fn push_newest(&mut self, task: T) {
+        self.spawn_local(task);
+        if !self.core.stack.is_empty() && self.core.wants_work.load(Ordering::Relaxed) {
+            self.share();
+        }
+    }
+
+    /// Fork-join's take-back (`crate::join`, J5): the newest task this
+    /// worker spawned and still holds privately (its LIFO slot, then its
+    /// private stack). Tasks already shared to the ring are left to
+    /// [`find_task`].
+    #[inline]
+    pub(crate) fn pop_newest(&mut self) -> Option<T> {
+        if let Some(task) = self.lifo_take() {
+            return Some(task);
+        }
+        self.core.stack.pop()
+    }
+
     /// A task for any worker: counted by the gate, pushed to the global queue,
     /// and a parked worker woken. Dropped if the executor was shut down.
     pub(crate) fn spawn_global(&mut self, task: T) {
@@ -958,6 +983,40 @@ fn end_park<T: Send + 'static>(core: &mut Core<T>, shared: &Shared<T>) {
     match shared.lifo_mode {
         LifoMode::Owner => core.transitioning_to_park = false,
         LifoMode::Stealable => shared.remotes[core.id].lifo.end_park(),
+    }
+}
+
+/// Fork-join's owner is about to sleep on a latch (`crate::join`, W3)
+/// while a job of its frame is outstanding: steps 2-3 of the park sequence
+/// (README.md, "Parking") without steps 1 and 4. It joins the parked set,
+/// so notifiers wake it for new work as they wake any parked worker, but
+/// keeps its gate token (it holds a job) and its LIFO slot open (no task
+/// runs on this thread while it sleeps, so nothing is pushed there).
+/// `false`: it was the last searcher and work is visible; do not sleep.
+pub(crate) fn prepare_latch_sleep<W: Worker>(worker: &mut W) -> bool {
+    let parts = worker.parts();
+    let shared = parts.shared;
+    let core = parts.core;
+    let id = core.id;
+    debug_assert!(core.has_token, "a latch sleeper keeps its token");
+    let was_last_searcher = shared.idle.transition_to_parked(id, core.is_searching);
+    core.is_searching = false;
+    if was_last_searcher && shared.has_visible_work() {
+        if !shared.idle.unpark(id) {
+            // A notifier took us out and counted us as searching.
+            core.is_searching = true;
+        }
+        return false;
+    }
+    true
+}
+
+/// The latch sleeper woke (or did not sleep): leave the parked set, or,
+/// if a notifier already took it out, count as the searcher it made us.
+pub(crate) fn after_latch_sleep<W: Worker>(worker: &mut W) {
+    let parts = worker.parts();
+    if !parts.shared.idle.unpark(parts.core.id) {
+        parts.core.is_searching = true;
     }
 }
 

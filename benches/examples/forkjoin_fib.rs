@@ -1,0 +1,185 @@
+//! A first look at magpie's fork-join against rayon, same run, alternating:
+//!
+//! - fib(N) with a sequential cutoff (default N = 30, cutoff 8) through
+//!   `magpie_runtime::join::join` inside `JoinPool::install` and through
+//!   `rayon::join` inside `ThreadPool::install`, both with W workers
+//!   (default 2);
+//! - the round trip of `install(|| join(|| 1, || 2))` from an outside thread.
+//!
+//! Each round runs both (the order flips every round) and records the ratio
+//! magpie / rayon; the report gives the median time of each and the per-round
+//! ratios' minimum, quartiles and maximum. Every result is checked.
+//!
+//! `cargo run --release -p magpie-benches --example forkjoin_fib -- [N] [CUTOFF] [ROUNDS] [WORKERS]`
+//! (`FJ_TRIPS=0` skips the round trip, `FJ_TRIPS=n` sets its count per round)
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use magpie_runtime::join::{join, JoinPool};
+
+fn seq_fib(n: u64) -> u64 {
+    if n < 2 {
+        n
+    } else {
+        seq_fib(n - 1) + seq_fib(n - 2)
+    }
+}
+
+fn magpie_fib(n: u64, cutoff: u64) -> u64 {
+    if n <= cutoff {
+        return seq_fib(n);
+    }
+    let (a, b) = join(|| magpie_fib(n - 1, cutoff), || magpie_fib(n - 2, cutoff));
+    a + b
+}
+
+fn rayon_fib(n: u64, cutoff: u64) -> u64 {
+    if n <= cutoff {
+        return seq_fib(n);
+    }
+    let (a, b) = rayon::join(|| rayon_fib(n - 1, cutoff), || rayon_fib(n - 2, cutoff));
+    a + b
+}
+
+/// Joins in fib(n) with the cutoff: one per node above it.
+fn joins(n: u64, cutoff: u64) -> u64 {
+    if n <= cutoff {
+        0
+    } else {
+        1 + joins(n - 1, cutoff) + joins(n - 2, cutoff)
+    }
+}
+
+fn quartiles(mut v: Vec<f64>) -> [f64; 5] {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+    [at(0.0), at(0.25), at(0.5), at(0.75), at(1.0)]
+}
+
+fn median(v: &[Duration]) -> Duration {
+    let mut v = v.to_vec();
+    v.sort();
+    v[v.len() / 2]
+}
+
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("numbers only"))
+        .collect();
+    let n = args.first().copied().unwrap_or(30);
+    let cutoff = args.get(1).copied().unwrap_or(8);
+    let rounds = args.get(2).copied().unwrap_or(21) as usize;
+    let workers = args.get(3).copied().unwrap_or(2) as usize;
+
+    let magpie = JoinPool::builder().workers(workers).build().unwrap();
+    let rayon = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build()
+        .unwrap();
+    let expect = seq_fib(n);
+    let jn = joins(n, cutoff);
+
+    // Warm-up: threads started, caches and page tables touched.
+    for _ in 0..2 {
+        assert_eq!(magpie.install(|| magpie_fib(n, cutoff)), expect);
+        assert_eq!(rayon.install(|| rayon_fib(n, cutoff)), expect);
+    }
+
+    let (mut tm, mut tr, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let run_m = || {
+            let t = Instant::now();
+            let r = magpie.install(|| magpie_fib(black_box(n), cutoff));
+            let d = t.elapsed();
+            assert_eq!(r, expect);
+            d
+        };
+        let run_r = || {
+            let t = Instant::now();
+            let r = rayon.install(|| rayon_fib(black_box(n), cutoff));
+            let d = t.elapsed();
+            assert_eq!(r, expect);
+            d
+        };
+        let (m, r) = if round % 2 == 0 {
+            let m = run_m();
+            (m, run_r())
+        } else {
+            let r = run_r();
+            (run_m(), r)
+        };
+        tm.push(m);
+        tr.push(r);
+        ratios.push(m.as_secs_f64() / r.as_secs_f64());
+    }
+    let [min, q1, med, q3, max] = quartiles(ratios);
+    let (mm, mr) = (median(&tm), median(&tr));
+    println!("fib({n}) cutoff {cutoff}, {workers} workers, {rounds} rounds, {jn} joins per run");
+    println!(
+        "  magpie join : median {:>9.3} ms  {:>6.2} ns/join",
+        mm.as_secs_f64() * 1e3,
+        mm.as_nanos() as f64 / jn as f64
+    );
+    println!(
+        "  rayon::join : median {:>9.3} ms  {:>6.2} ns/join",
+        mr.as_secs_f64() * 1e3,
+        mr.as_nanos() as f64 / jn as f64
+    );
+    println!(
+        "  magpie/rayon per round: min {min:.3}  q1 {q1:.3}  median {med:.3}  q3 {q3:.3}  max {max:.3}"
+    );
+
+    // Outside round trip: install + a trivial join, from this thread.
+    // `FJ_TRIPS=0` skips it (for profiling the fib part alone).
+    let trips: u32 = std::env::var("FJ_TRIPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2_000);
+    if trips == 0 {
+        return;
+    }
+    let (mut lm, mut lr, mut lratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let trip_m = || {
+            let t = Instant::now();
+            for _ in 0..trips {
+                let (a, b) = magpie.install(|| join(|| black_box(1), || black_box(2)));
+                assert_eq!(a + b, 3);
+            }
+            t.elapsed() / trips
+        };
+        let trip_r = || {
+            let t = Instant::now();
+            for _ in 0..trips {
+                let (a, b) = rayon.install(|| rayon::join(|| black_box(1), || black_box(2)));
+                assert_eq!(a + b, 3);
+            }
+            t.elapsed() / trips
+        };
+        let (m, r) = if round % 2 == 0 {
+            let m = trip_m();
+            (m, trip_r())
+        } else {
+            let r = trip_r();
+            (trip_m(), r)
+        };
+        lm.push(m);
+        lr.push(r);
+        lratios.push(m.as_secs_f64() / r.as_secs_f64());
+    }
+    let [min, q1, med, q3, max] = quartiles(lratios);
+    println!("outside install + join round trip, {trips} per round");
+    println!(
+        "  magpie : median {:>8.2} us",
+        median(&lm).as_secs_f64() * 1e6
+    );
+    println!(
+        "  rayon  : median {:>8.2} us",
+        median(&lr).as_secs_f64() * 1e6
+    );
+    println!(
+        "  magpie/rayon per round: min {min:.3}  q1 {q1:.3}  median {med:.3}  q3 {q3:.3}  max {max:.3}"
+    );
+}

@@ -1,0 +1,183 @@
+//! Fork-join over borrowed data: the jobs, latches and protocols behind
+//! `magpie_runtime::join::{join, scope}` and `JoinPool::install`.
+//!
+//! Everything here that is `unsafe` exists for one reason: a job on the
+//! caller's stack (a [`StackJob`](job) or a [`Scope`]) is reached from other
+//! threads through a raw pointer ([`JobRef`]), so the caller's frame must not
+//! be left while another thread may still touch it. The functions here own
+//! that rule: [`join`], [`scope`] and [`install`] do not return, and do not
+//! unwind, before every job they handed out has run or been taken back. A
+//! bug that would break it aborts the process instead (the frame guard, J7).
+//!
+//! What stays with the caller (the runtime) is policy, behind
+//! [`JoinContext`]: where a job is pushed, how a waiting worker finds other
+//! work, how it sleeps, whom it wakes.
+//!
+//! The protocol, as numbered steps (J1-J7, L1-L5, B1-B3, S1-S5), is in
+//! `README.md` beside this file. Loom models: `core/tests/loom_join.rs`;
+//! Miri: `core/tests/join_miri.rs`.
+
+use std::panic::{self, AssertUnwindSafe};
+
+mod job;
+mod latch;
+mod scope;
+
+pub use job::{HeapJob, JobRef, JobResult, Payload};
+pub use latch::{
+    CoreLatch, FallAsleep, Latch, LockLatch, Snapshot, Wake, WakeUp, SET, SLEEPING, STATE_MASK,
+    UNSET,
+};
+pub use scope::{scope, JobSink, Scope};
+
+use job::StackJob;
+
+/// How a worker of a pool takes part in a fork-join: the policy half of
+/// [`join`] and [`scope`]. The runtime implements it for a pool worker.
+pub trait JoinContext {
+    /// This worker's index in its pool: a job that finishes while this
+    /// worker sleeps on a latch returns [`Wake::Worker`] with it.
+    fn owner(&self) -> usize;
+
+    /// J1: makes `job` runnable by this worker and by thieves (the worker's
+    /// local queue).
+    fn push(&mut self, job: JobRef);
+
+    /// J5: the newest job of this worker's local queue, if any. While a
+    /// `join` waits, the top of the queue is its own job or a job pushed
+    /// after it.
+    fn pop(&mut self) -> Option<JobRef>;
+
+    /// Acts on what a latch set returned (unparks a sleeping owner).
+    fn wake(&mut self, wake: Wake);
+
+    /// Runs a job this worker found (J4), then acts on its [`Wake`].
+    fn execute(&mut self, job: JobRef) {
+        let wake = job.execute();
+        self.wake(wake);
+    }
+
+    /// Nothing local to run and `latch` is not set yet: run one task found
+    /// elsewhere, or spin, or sleep on the worker's parker after
+    /// [`CoreLatch::fall_asleep`] (L2). Returns when the latch may be set.
+    /// It must not give up the worker's place in the pool (its tokens):
+    /// a job of this frame is outstanding.
+    fn wait(&mut self, latch: &CoreLatch);
+}
+
+/// J7: aborts the process if the frame that owns a handed-out job is left
+/// before the job's latch is set. Correct code disarms it on every path.
+struct FrameGuard<'a, L: Latch> {
+    latch: &'a L,
+}
+
+impl<'a, L: Latch> FrameGuard<'a, L> {
+    fn new(latch: &'a L) -> Self {
+        FrameGuard { latch }
+    }
+
+    /// The job ran (latch set) or was taken back.
+    fn disarm(self) {
+        core::mem::forget(self);
+    }
+}
+
+impl<L: Latch> Drop for FrameGuard<'_, L> {
+    fn drop(&mut self) {
+        if !self.latch.probe() {
+            eprintln!("magpie join: a frame with a job still running elsewhere was left; aborting");
+            std::process::abort();
+        }
+    }
+}
+
+/// S5 and the waiting half of J5: until `latch` is set, run local jobs, and
+/// when there are none let `ctx` find other work or sleep.
+fn wait_until<C: JoinContext>(ctx: &mut C, latch: &CoreLatch) {
+    while !latch.probe() {
+        match ctx.pop() {
+            Some(job) => ctx.execute(job),
+            None => ctx.wait(latch),
+        }
+    }
+}
+
+/// Runs `a` and `b`, maybe in parallel, and returns both results (J1-J7).
+///
+/// Work-first: `b` is pushed to this worker's local queue where thieves can
+/// take it, `a` runs here at once; then `b` is taken back and run here if no
+/// thief took it, else this worker waits for the thief while running other
+/// work. A panic in either closure is raised again here once both halves
+/// finished (`a`'s first if both panicked).
+pub fn join<C, A, B, RA, RB>(ctx: &mut C, a: A, b: B) -> (RA, RB)
+where
+    C: JoinContext,
+    A: FnOnce() -> RA,
+    B: FnOnce() -> RB + Send,
+    RB: Send,
+{
+    let job_b = StackJob::new(b, CoreLatch::new(ctx.owner()));
+    let guard = FrameGuard::new(&job_b.latch);
+    // J1.
+    // SAFETY: J2, this frame is not left before the job ran or was taken
+    // back: the loop below ends only then, and any unwind before that hits
+    // the guard, which aborts.
+    let job_ref = unsafe { job_b.as_job_ref() };
+    ctx.push(job_ref);
+    // J3: `a` here, with its panic caught so that `b` is still waited for.
+    let ra = panic::catch_unwind(AssertUnwindSafe(a));
+    #[cfg(magpie_broken = "unwind_skips_wait")]
+    if let Err(p) = ra {
+        // Broken: leaves the frame at once, while a thief may run `b`.
+        panic::resume_unwind(p);
+    }
+    // J5-J6.
+    let rb = loop {
+        if job_b.latch.probe() {
+            break job_b.take_result();
+        }
+        match ctx.pop() {
+            Some(job) if job_b.is_mine(&job) => break job_b.run_inline(),
+            Some(job) => ctx.execute(job),
+            None => ctx.wait(&job_b.latch),
+        }
+    };
+    guard.disarm();
+    match ra {
+        Ok(ra) => (ra, rb.into_return_value()),
+        Err(p) => panic::resume_unwind(p),
+    }
+}
+
+/// Runs `f` on a pool from a thread outside it (B1-B3): `inject` puts the
+/// job in the pool's global queue, and this thread blocks on a
+/// [`LockLatch`] until a worker ran it. `f`'s panic is raised again here.
+///
+/// # Panics
+///
+/// If `inject` refuses the job (a pool that shut down).
+pub fn install<F, R, P>(f: F, inject: P) -> R
+where
+    F: FnOnce() -> R + Send,
+    R: Send,
+    P: FnOnce(JobRef) -> Result<(), JobRef>,
+{
+    let job = StackJob::new(f, LockLatch::new());
+    let guard = FrameGuard::new(&job.latch);
+    // B1.
+    // SAFETY: J2, we block below until the latch is set, or get the job back
+    // unrun; an unwind before either hits the guard.
+    let job_ref = unsafe { job.as_job_ref() };
+    match inject(job_ref) {
+        Ok(()) => {
+            job.latch.wait();
+            guard.disarm();
+            job.take_result().into_return_value()
+        }
+        Err(back) => {
+            assert!(job.is_mine(&back), "install got another job back");
+            guard.disarm();
+            panic!("the pool refused the job: it was shut down");
+        }
+    }
+}

@@ -1,0 +1,516 @@
+//! Fork-join over borrowed data: [`join`], [`scope`] and [`JoinPool`], the
+//! third face of the one worker loop (`crate::sched`), beside the typed
+//! executor and the async runtime.
+//!
+//! ```
+//! use magpie_runtime::join::{join, scope, JoinPool};
+//!
+//! fn sum(xs: &mut [u64]) -> u64 {
+//!     if xs.len() <= 1024 {
+//!         return xs.iter().sum();
+//!     }
+//!     let (l, r) = xs.split_at_mut(xs.len() / 2);
+//!     let (a, b) = join(|| sum(l), || sum(r));
+//!     a + b
+//! }
+//!
+//! let pool = JoinPool::builder().workers(2).build().unwrap();
+//! let mut xs: Vec<u64> = (1..=100_000).collect();
+//! assert_eq!(pool.install(|| sum(&mut xs)), 5_000_050_000);
+//!
+//! // Any number of jobs that borrow from the caller's frame:
+//! let mut counts = vec![0u32; 8];
+//! scope(|s| {
+//!     for (i, c) in counts.iter_mut().enumerate() {
+//!         s.spawn(move |_| *c = i as u32 * 10);
+//!     }
+//! });
+//! assert_eq!(counts[7], 70);
+//! ```
+//!
+//! How it maps to the worker loop, what "work-first" means here, how a
+//! worker waits, and what is not done: `README.md` beside this file. The
+//! jobs, latches and the protocols that keep borrowed frames alive are
+//! `magpie_core::join` (all the `unsafe` is there).
+
+use std::cell::RefCell;
+use std::fmt;
+use std::io;
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use magpie_core::join::{self as core_join, CoreLatch, FallAsleep, JobRef, JobSink, Wake};
+use magpie_core::park::Parker;
+use magpie_core::queue::Local;
+use magpie_core::rng::XorShift64;
+use magpie_core::sync::Arc;
+
+use crate::config::ExecutorConfig;
+use crate::metrics::WorkerMetrics;
+use crate::sched::tiered::{IdleAction, TieredIdle};
+use crate::sched::{
+    self, Core, Found, LifoMode, LocalMode, NoopTrace, ParkPrep, Parts, Shared, Worker,
+};
+
+/// A scope of [`scope`]: [`Scope::spawn`] runs a closure on the pool; the
+/// closure may borrow anything that outlives the `scope` call.
+pub type Scope<'scope> = core_join::Scope<'scope, PoolSink>;
+
+/// State the workers of one pool share.
+struct Registry {
+    sched: Shared<JobRef>,
+    spin_iters: u32,
+    park_timeout: Duration,
+}
+
+impl Registry {
+    /// Acts on a latch set: unparks a worker of this pool that sleeps on it.
+    #[inline]
+    fn wake(&self, wake: Wake) {
+        if let Wake::Worker(i) = wake {
+            self.sched.remotes[i].unparker.unpark();
+        }
+    }
+
+    /// B1: a job from outside the pool goes to the global queue, counted by
+    /// the gate; a parked worker is woken. `Err` once the pool shut down.
+    fn inject(&self, job: JobRef) -> Result<(), JobRef> {
+        let shared = &self.sched;
+        if !shared.gate.try_spawn(1) {
+            return Err(job);
+        }
+        if let Err(job) = shared.inject.push(job) {
+            if shared.gate.complete(1) {
+                shared.initiate_done();
+            }
+            return Err(job);
+        }
+        shared.notify_parked();
+        Ok(())
+    }
+}
+
+/// One worker's scheduling state. It lives in the thread-local [`WORKER`],
+/// borrowed only around queue operations, never while a job runs.
+struct JoinWorker {
+    core: Core<JobRef>,
+    rng: XorShift64,
+    metrics: WorkerMetrics,
+    registry: Arc<Registry>,
+}
+
+impl Worker for JoinWorker {
+    type Task = JobRef;
+
+    #[inline(always)]
+    fn parts(&mut self) -> Parts<'_, JobRef> {
+        Parts {
+            core: &mut self.core,
+            shared: &self.registry.sched,
+            rng: &mut self.rng,
+            metrics: &mut self.metrics,
+        }
+    }
+}
+
+thread_local! {
+    /// The pool worker running on this thread, if any: how `join` finds
+    /// its worker.
+    static WORKER: RefCell<Option<Box<JoinWorker>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` on this thread's worker. Panics if the thread has none or the
+/// worker is borrowed (a scheduler bug: no job runs while it is).
+#[inline]
+fn with_worker<R>(f: impl FnOnce(&mut JoinWorker) -> R) -> R {
+    WORKER.with(|w| {
+        let mut w = w.borrow_mut();
+        f(w.as_mut().expect("not on a join worker"))
+    })
+}
+
+/// This thread's worker index, if it is a worker of a pool.
+#[inline]
+fn current_worker_index() -> Option<usize> {
+    WORKER.with(|w| w.borrow().as_ref().map(|w| w.core.id))
+}
+
+/// Whether this thread is a worker of `registry`'s pool.
+fn is_worker_of(registry: &Arc<Registry>) -> bool {
+    WORKER.with(|w| {
+        w.borrow()
+            .as_ref()
+            .is_some_and(|w| Arc::ptr_eq(&w.registry, registry))
+    })
+}
+
+/// The policy half of a join or scope on a pool worker
+/// ([`core_join::JoinContext`]).
+struct InWorker {
+    id: usize,
+    /// Created at the first wait: a join whose `b` is taken back never waits.
+    idle: Option<TieredIdle>,
+}
+
+impl InWorker {
+    fn new(id: usize) -> Self {
+        InWorker { id, idle: None }
+    }
+}
+
+impl core_join::JoinContext for InWorker {
+    #[inline]
+    fn owner(&self) -> usize {
+        self.id
+    }
+
+    #[inline]
+    fn push(&mut self, job: JobRef) {
+        with_worker(|w| w.parts().push_newest(job));
+    }
+
+    #[inline]
+    fn pop(&mut self) -> Option<JobRef> {
+        with_worker(|w| w.parts().pop_newest())
+    }
+
+    fn wake(&mut self, wake: Wake) {
+        if let Wake::Worker(_) = wake {
+            with_worker(|w| w.registry.wake(wake));
+        }
+    }
+
+    /// W1-W3 of README.md: one task found through the worker loop, else
+    /// spin, yield, then sleep on the latch (never in the idle set: this
+    /// worker keeps its gate token while its job is outstanding).
+    fn wait(&mut self, latch: &CoreLatch) {
+        let found = with_worker(|w| sched::find_task(w, &mut NoopTrace));
+        let idle = self.idle.get_or_insert_with(|| {
+            with_worker(|w| TieredIdle::new(w.registry.spin_iters, w.registry.park_timeout))
+        });
+        match found {
+            Found::Task(job) => {
+                idle.on_work();
+                self.execute(job);
+            }
+            // `Exit` cannot come while a job of ours is outstanding (our
+            // token keeps the gate open); treat it as nothing found.
+            Found::Idle | Found::Exit => match idle.next_action() {
+                IdleAction::Spin => std::hint::spin_loop(),
+                IdleAction::Yield => thread::yield_now(),
+                IdleAction::Park(timeout) => {
+                    // W3: in the parked set (so new work wakes us too), but
+                    // with our token; then commit to sleeping on the latch.
+                    if !with_worker(sched::prepare_latch_sleep) {
+                        return;
+                    }
+                    if latch.fall_asleep() == FallAsleep::Asleep {
+                        // The borrow is held while asleep: no job runs on
+                        // this thread meanwhile.
+                        let _ = with_worker(|w| w.core.parker.park_timeout(timeout));
+                        let _ = latch.wake_up();
+                    }
+                    with_worker(sched::after_latch_sleep);
+                }
+            },
+        }
+    }
+}
+
+/// Where a [`Scope`]'s spawns go: the spawning worker's local queue, or the
+/// pool's global queue from a thread outside the pool.
+pub struct PoolSink {
+    registry: Arc<Registry>,
+}
+
+impl JobSink for PoolSink {
+    fn push(&self, job: JobRef) {
+        let job = WORKER.with(|w| {
+            let mut w = w.borrow_mut();
+            match w.as_mut() {
+                Some(w) if Arc::ptr_eq(&w.registry, &self.registry) => {
+                    w.parts().push_newest(job);
+                    None
+                }
+                _ => Some(job),
+            }
+        });
+        if let Some(job) = job {
+            // A spawn from a thread outside the pool (a scope's closure that
+            // handed the scope to another thread).
+            if let Err(job) = self.registry.inject(job) {
+                // The pool is shutting down: run it here.
+                self.registry.wake(job.execute());
+            }
+        }
+    }
+}
+
+impl fmt::Debug for PoolSink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoolSink")
+            .field("workers", &self.registry.sched.workers)
+            .finish()
+    }
+}
+
+/// Runs `a` and `b`, maybe in parallel, and returns both results.
+///
+/// On a pool worker, work-first: `b` goes to the worker's local queue where
+/// idle workers can steal it, `a` runs at once, then `b` is taken back and
+/// run here unless it was stolen, in which case this worker runs other work
+/// until the thief is done. Outside any pool, the call runs on the global
+/// pool ([`JoinPool::global`]) and the calling thread blocks.
+///
+/// If `a` or `b` panics, the panic is raised here after both finished
+/// (`a`'s if both did): neither outlives the borrows it holds.
+pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    match current_worker_index() {
+        Some(id) => core_join::join(&mut InWorker::new(id), a, b),
+        None => JoinPool::global().install(|| join(a, b)),
+    }
+}
+
+/// Runs `op` with a [`Scope`] in which it may spawn any number of closures
+/// that borrow from the caller; returns once all of them finished. The
+/// first panic (`op`'s, else a spawned closure's) is raised here after
+/// everything finished. Outside any pool, runs on the global pool.
+pub fn scope<'scope, OP, R>(op: OP) -> R
+where
+    OP: FnOnce(&Scope<'scope>) -> R + Send,
+    R: Send,
+{
+    let in_worker = WORKER.with(|w| w.borrow().as_ref().map(|w| (w.core.id, w.registry.clone())));
+    match in_worker {
+        Some((id, registry)) => core_join::scope(&mut InWorker::new(id), PoolSink { registry }, op),
+        None => JoinPool::global().install(|| scope(op)),
+    }
+}
+
+/// Configures a [`JoinPool`].
+pub struct Builder {
+    workers: usize,
+    thread_name: Option<Box<dyn Fn(usize) -> String + Send + Sync>>,
+    stack_size: Option<usize>,
+    cfg: ExecutorConfig,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("workers", &self.workers)
+            .field("stack_size", &self.stack_size)
+            .finish()
+    }
+}
+
+impl Builder {
+    /// Worker threads (default: the available cores). At least 1.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n.max(1);
+        self
+    }
+
+    /// Names worker `i`'s thread (default: `magpie-join-{i}`).
+    pub fn thread_name(mut self, name: impl Fn(usize) -> String + Send + Sync + 'static) -> Self {
+        self.thread_name = Some(Box::new(name));
+        self
+    }
+
+    /// Stack size of each worker thread, in bytes (default: std's).
+    pub fn stack_size(mut self, bytes: usize) -> Self {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Starts the workers.
+    pub fn build(self) -> io::Result<JoinPool> {
+        let (sched, owned) = Shared::new(
+            self.workers,
+            self.cfg.steal_tries,
+            // Stealable: `b` sits in the LIFO slot right after the push, and
+            // a two-way join must be stealable at once (README.md).
+            LifoMode::Stealable,
+            LocalMode::Split,
+        );
+        let registry = Arc::new(Registry {
+            sched,
+            spin_iters: self.cfg.spin_iters,
+            park_timeout: self.cfg.park_timeout,
+        });
+        let mut threads = Vec::with_capacity(self.workers);
+        let mut pool = JoinPool {
+            registry: registry.clone(),
+            threads: Vec::new(),
+        };
+        for (id, (local, parker)) in owned.into_iter().enumerate() {
+            let name = match &self.thread_name {
+                Some(f) => f(id),
+                None => format!("magpie-join-{id}"),
+            };
+            let mut b = thread::Builder::new().name(name);
+            if let Some(size) = self.stack_size {
+                b = b.stack_size(size);
+            }
+            let registry = registry.clone();
+            let seed = self.cfg.seed;
+            match b.spawn(move || worker_main(registry, id, local, parker, seed)) {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    // Stop the ones already running (the pool's drop).
+                    pool.threads = threads;
+                    drop(pool);
+                    return Err(e);
+                }
+            }
+        }
+        pool.threads = threads;
+        Ok(pool)
+    }
+}
+
+/// A pool of worker threads for [`join`] and [`scope`].
+///
+/// `join` and `scope` called on one of its workers stay on it; from any
+/// other thread, [`JoinPool::install`] runs a closure on it and blocks.
+/// Dropping the pool stops its workers and joins their threads.
+pub struct JoinPool {
+    registry: Arc<Registry>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl fmt::Debug for JoinPool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinPool")
+            .field("workers", &self.registry.sched.workers)
+            .finish()
+    }
+}
+
+impl JoinPool {
+    /// A builder with the defaults (one worker per available core).
+    pub fn builder() -> Builder {
+        Builder {
+            workers: thread::available_parallelism().map_or(1, |n| n.get()),
+            thread_name: None,
+            stack_size: None,
+            cfg: ExecutorConfig::default(),
+        }
+    }
+
+    /// The global pool that [`join`] and [`scope`] use outside any pool,
+    /// created at first use with one worker per available core.
+    pub fn global() -> &'static JoinPool {
+        static GLOBAL: OnceLock<JoinPool> = OnceLock::new();
+        GLOBAL.get_or_init(|| {
+            JoinPool::builder()
+                .thread_name(|i| format!("magpie-join-global-{i}"))
+                .build()
+                .expect("failed to start the global join pool")
+        })
+    }
+
+    /// Worker threads.
+    pub fn workers(&self) -> usize {
+        self.registry.sched.workers
+    }
+
+    /// Runs `op` on this pool and returns its value (or raises its panic).
+    /// On one of this pool's workers, `op` runs right here; from any other
+    /// thread (another pool's worker included), it is injected into the
+    /// pool's global queue and the calling thread blocks until it finished.
+    pub fn install<OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce() -> R + Send,
+        R: Send,
+    {
+        if is_worker_of(&self.registry) {
+            return op();
+        }
+        core_join::install(op, |job| self.registry.inject(job))
+    }
+}
+
+impl Drop for JoinPool {
+    fn drop(&mut self) {
+        // Nothing is in flight: `install` borrows the pool, and every job of
+        // a `join` or `scope` finished before it returned. Closing the gate
+        // ends it once every worker parks.
+        if self.registry.sched.gate.close() {
+            self.registry.sched.initiate_done();
+        }
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+fn worker_main(
+    registry: Arc<Registry>,
+    id: usize,
+    local: Local<JobRef>,
+    parker: Parker,
+    seed: u64,
+) {
+    let worker = Box::new(JoinWorker {
+        core: Core::new(&registry.sched, id, local, parker, monotonic_ns),
+        rng: XorShift64::new(seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        metrics: WorkerMetrics::default(),
+        registry: registry.clone(),
+    });
+    WORKER.with(|w| *w.borrow_mut() = Some(worker));
+    if with_worker(sched::enter) {
+        run_loop(&registry);
+    }
+    let worker = WORKER.with(|w| w.borrow_mut().take());
+    if let Some(mut w) = worker {
+        debug_assert!(w.core.local.pop().is_none(), "a job was left in a ring");
+        debug_assert!(w.core.take_lifo().is_none());
+    }
+}
+
+/// The worker's own loop: the same shape as the other faces' (find a task,
+/// run it, idle in tiers, park through `sched::prepare_park`).
+fn run_loop(registry: &Registry) {
+    let mut idle = TieredIdle::new(registry.spin_iters, registry.park_timeout);
+    let mut trace = NoopTrace;
+    loop {
+        match with_worker(|w| sched::find_task(w, &mut trace)) {
+            Found::Task(job) => {
+                idle.on_work();
+                // The worker is not borrowed while the job runs: its joins
+                // and scopes borrow it around their own queue operations.
+                registry.wake(job.execute());
+            }
+            Found::Exit => return,
+            Found::Idle => match idle.next_action() {
+                IdleAction::Spin => std::hint::spin_loop(),
+                IdleAction::Yield => thread::yield_now(),
+                IdleAction::Park(timeout) => {
+                    match with_worker(|w| sched::prepare_park(w, &mut trace)) {
+                        ParkPrep::Resume => idle.on_work(),
+                        ParkPrep::Exit => return,
+                        ParkPrep::Sleep => {
+                            let result = with_worker(|w| w.core.parker.park_timeout(timeout));
+                            if !with_worker(|w| sched::after_park(w, result, &mut trace)) {
+                                return;
+                            }
+                        }
+                    }
+                }
+            },
+        }
+    }
+}
