@@ -5,7 +5,7 @@
 //! | --- | --- |
 //! | [`cb_executor`] | the seed-000 crossbeam design: seed 000's typed executor on crossbeam-deque, one shared in-flight counter per task (peer `cb_seed000`) |
 //! | [`cb_strong`] | the strong crossbeam-deque peer: per-worker counts, sleeper-aware wakes, parking without a timeout (peer `cb_strong`) |
-//! | [`forkjoin`] | rayon's demo workloads (quicksort, mergesort, n-body, fib) written once over [`forkjoin::ForkJoin`]: sequential, `rayon::join`, magpie's join (feature `magpie-join`) |
+//! | [`forkjoin`] | rayon's demo workloads (quicksort, mergesort, n-body, fib) written once over [`forkjoin::ForkJoin`]: sequential, `rayon::join`, magpie's join |
 //! | [`typed`] | typed workloads (spawn trees, UTS, external inject), written once over [`typed::SpawnCtx`], and the pools that run them |
 //! | [`async_workloads`] | tokio's `rt_multi_threaded` workloads and skynet, written once over [`async_workloads::AsyncRuntime`] |
 //! | [`work`] | calibrated ~0.5 µs CPU work |

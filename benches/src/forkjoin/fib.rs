@@ -101,12 +101,13 @@ impl Workload for FibTree {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forkjoin::{RayonJoin, Sequential};
+    use crate::forkjoin::{MagpieJoin, RayonJoin, Sequential};
     use crate::typed::{run_sequential, time_tree, CbStrongPool, MagpiePool};
 
     #[test]
     fn fib_join_equals_the_closed_form_on_every_implementation() {
         let rayon = RayonJoin::new(2);
+        let magpie = MagpieJoin::new(2);
         for (n, cutoff) in [(0, 8), (1, 0), (2, 0), (20, 0), (24, 8), (24, 20), (24, 30)] {
             let want = fib_closed(n);
             assert_eq!(fib_join(&Sequential, n, cutoff), want, "seq {n}/{cutoff}");
@@ -114,6 +115,11 @@ mod tests {
                 rayon.install(|| fib_join(&rayon, n, cutoff)),
                 want,
                 "rayon {n}/{cutoff}"
+            );
+            assert_eq!(
+                magpie.install(|| fib_join(&magpie, n, cutoff)),
+                want,
+                "magpie {n}/{cutoff}"
             );
         }
         assert_eq!(fib_closed(FIB_N), 14_930_352);

@@ -1,7 +1,6 @@
 //! rayon's demo workloads, written once over a small [`ForkJoin`] trait and
 //! run by every fork-join implementation: a sequential loop, `rayon::join`
-//! in a 2-thread pool, and (behind the `magpie-join` feature) magpie's own
-//! `join`.
+//! in a 2-thread pool, and magpie's own `join` in a `JoinPool`.
 //!
 //! | workload | module | result check |
 //! | --- | --- | --- |
@@ -131,60 +130,56 @@ impl ForkJoin for RayonJoin {
     }
 }
 
-// ---------------------------------------------------------------------------
-// MAGPIE'S JOIN GOES HERE.
-//
-// `magpie_runtime::join::{join, scope}` and `JoinPool` (with `install`) are
-// being built on the `join` branch. When that lands, enable the
-// `magpie-join` feature of this crate (benches/Cargo.toml) and check the
-// names below against the real API; nothing else in the workloads changes.
-// The driver (`fj_compare`) and `benches/run` already list a `magpie_join`
-// peer when the feature is on.
-// ---------------------------------------------------------------------------
-#[cfg(feature = "magpie-join")]
-pub use magpie_impl::MagpieJoin;
+/// magpie's fork-join: `magpie_runtime::join::join` inside
+/// `JoinPool::install`, on a `JoinPool` of its own (built once, reused
+/// across runs). Inside the pool `join` is work-first on the worker loop;
+/// `install` from outside injects the closure and blocks the caller.
+pub struct MagpieJoin {
+    pool: magpie_runtime::join::JoinPool,
+}
 
-#[cfg(feature = "magpie-join")]
-mod magpie_impl {
-    use super::ForkJoin;
+impl MagpieJoin {
+    /// A pool of `workers` threads.
+    pub fn new(workers: usize) -> Self {
+        let pool = magpie_runtime::join::JoinPool::builder()
+            .workers(workers)
+            .thread_name(|i| format!("magpie-fj-{i}"))
+            .build()
+            .expect("failed to build the magpie join pool");
+        Self { pool }
+    }
+}
 
-    /// magpie's `join` on a `JoinPool` of its own.
-    pub struct MagpieJoin {
-        pool: magpie_runtime::join::JoinPool,
+impl fmt::Debug for MagpieJoin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MagpieJoin")
+            .field("workers", &self.pool.workers())
+            .finish()
+    }
+}
+
+impl ForkJoin for MagpieJoin {
+    fn name(&self) -> &'static str {
+        "magpie_join"
     }
 
-    impl MagpieJoin {
-        /// A pool of `workers` threads.
-        pub fn new(workers: usize) -> Self {
-            Self {
-                pool: magpie_runtime::join::JoinPool::new(workers),
-            }
-        }
+    fn install<R, F>(&self, f: F) -> R
+    where
+        F: FnOnce() -> R + Send,
+        R: Send,
+    {
+        self.pool.install(f)
     }
 
-    impl ForkJoin for MagpieJoin {
-        fn name(&self) -> &'static str {
-            "magpie_join"
-        }
-
-        fn install<R, F>(&self, f: F) -> R
-        where
-            F: FnOnce() -> R + Send,
-            R: Send,
-        {
-            self.pool.install(f)
-        }
-
-        #[inline]
-        fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
-        where
-            A: FnOnce() -> RA + Send,
-            B: FnOnce() -> RB + Send,
-            RA: Send,
-            RB: Send,
-        {
-            magpie_runtime::join::join(a, b)
-        }
+    #[inline]
+    fn join<A, B, RA, RB>(&self, a: A, b: B) -> (RA, RB)
+    where
+        A: FnOnce() -> RA + Send,
+        B: FnOnce() -> RB + Send,
+        RA: Send,
+        RB: Send,
+    {
+        magpie_runtime::join::join(a, b)
     }
 }
 
@@ -240,15 +235,26 @@ mod tests {
             ("a", 7),
             "rayon"
         );
+        let magpie = MagpieJoin::new(2);
+        assert_eq!(
+            magpie.install(|| magpie.join(|| "a", || 7u8)),
+            ("a", 7),
+            "magpie"
+        );
         assert_eq!(Sequential.install(|| Sequential.join(|| 1, || 2)), (1, 2));
     }
 
     #[test]
     fn outside_join_latency_gives_one_sample_per_call() {
         let rayon = RayonJoin::new(2);
-        let xs = outside_join_latencies(&rayon, 50);
-        assert_eq!(xs.len(), 50);
-        assert!(xs.iter().all(|&x| x > 0.0));
+        let magpie = MagpieJoin::new(2);
+        for xs in [
+            outside_join_latencies(&rayon, 50),
+            outside_join_latencies(&magpie, 50),
+        ] {
+            assert_eq!(xs.len(), 50);
+            assert!(xs.iter().all(|&x| x > 0.0));
+        }
     }
 
     /// The workload benches/README.md's "Add your own workload" shows, word
@@ -272,6 +278,8 @@ mod tests {
             want
         );
         assert_eq!(time_install(&rayon, || sum(&rayon, &data)).1, want);
+        let magpie = MagpieJoin::new(2);
+        assert_eq!(time_install(&magpie, || sum(&magpie, &data)).1, want);
     }
 
     #[test]
@@ -288,5 +296,12 @@ mod tests {
     fn a_panic_in_a_joined_closure_reaches_the_caller() {
         let rayon = RayonJoin::new(2);
         rayon.install(|| rayon.join(|| panic!("left boom"), || 1));
+    }
+
+    #[test]
+    #[should_panic(expected = "right boom")]
+    fn a_panic_in_a_joined_closure_reaches_the_caller_on_magpie() {
+        let magpie = MagpieJoin::new(2);
+        magpie.install(|| magpie.join(|| 1, || -> u8 { panic!("right boom") }));
     }
 }

@@ -151,7 +151,7 @@ pub fn check_against(got: &[Body], want: &[Body], who: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forkjoin::RayonJoin;
+    use crate::forkjoin::{MagpieJoin, RayonJoin};
 
     #[test]
     fn parallel_nbody_matches_the_sequential_run() {
@@ -160,6 +160,9 @@ mod tests {
         let want = reference(start.clone(), 3);
         let got = rayon.install(|| simulate(&rayon, start.clone(), 3));
         check_against(&got, &want, "rayon");
+        let magpie = MagpieJoin::new(2);
+        let got_m = magpie.install(|| simulate(&magpie, start.clone(), 3));
+        check_against(&got_m, &want, "magpie");
         assert_ne!(got, start, "the bodies moved");
     }
 

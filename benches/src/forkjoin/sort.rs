@@ -214,11 +214,12 @@ fn merge_seq(a: &[u32], b: &[u32], out: &mut [u32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forkjoin::RayonJoin;
+    use crate::forkjoin::{MagpieJoin, RayonJoin};
 
     #[test]
     fn quicksort_sorts_a_permutation_of_the_input_on_every_implementation() {
         let rayon = RayonJoin::new(2);
+        let magpie = MagpieJoin::new(2);
         for len in [0, 1, 2, 19, 20, 21, 5_000, 200_000] {
             let input = random_input(len, 42);
             let fp = Fingerprint::of(&input);
@@ -228,6 +229,10 @@ mod tests {
             let mut b = input.clone();
             rayon.install(|| quicksort(&rayon, &mut b));
             check_sorted(&b, fp, "rayon");
+            let mut c = input.clone();
+            magpie.install(|| quicksort(&magpie, &mut c));
+            check_sorted(&c, fp, "magpie");
+            assert_eq!(b, c);
             let mut want = input;
             want.sort_unstable();
             assert_eq!(a, want);
@@ -238,6 +243,7 @@ mod tests {
     #[test]
     fn mergesort_sorts_a_permutation_of_the_input_on_every_implementation() {
         let rayon = RayonJoin::new(2);
+        let magpie = MagpieJoin::new(2);
         for len in [0, 1, 2, 19, 20, 21, 5_121, 200_000] {
             let input = random_input(len, 7);
             let fp = Fingerprint::of(&input);
@@ -247,6 +253,10 @@ mod tests {
             let mut b = input.clone();
             rayon.install(|| mergesort(&rayon, &mut b));
             check_sorted(&b, fp, "rayon");
+            let mut c = input.clone();
+            magpie.install(|| mergesort(&magpie, &mut c));
+            check_sorted(&c, fp, "magpie");
+            assert_eq!(b, c);
             let mut want = input;
             want.sort_unstable();
             assert_eq!(a, want);

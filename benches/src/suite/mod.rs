@@ -39,7 +39,9 @@ use crate::forkjoin::nbody::{self, NBODY_N, NBODY_STEPS};
 use crate::forkjoin::sort::{
     check_sorted, mergesort, quicksort, random_input, Fingerprint, SORT_LEN,
 };
-use crate::forkjoin::{outside_join_latencies, time_install, ForkJoin, RayonJoin, Sequential};
+use crate::forkjoin::{
+    outside_join_latencies, time_install, ForkJoin, MagpieJoin, RayonJoin, Sequential,
+};
 use crate::report::{balanced_rounds_at_least, round_order, Spread};
 use crate::tally::Tally;
 use crate::typed::{
@@ -400,12 +402,10 @@ fn tree_peers<'a, W: Workload>(
     peers
 }
 
-/// The fork-join implementations in this build: seq, rayon_join, and
-/// magpie_join with the `magpie-join` feature.
+/// The fork-join implementations besides `Sequential`.
 struct Joins {
     rayon: RayonJoin,
-    #[cfg(feature = "magpie-join")]
-    magpie: crate::forkjoin::MagpieJoin,
+    magpie: MagpieJoin,
 }
 
 /// One fork-join peer per implementation, each running `f` (which times
@@ -429,7 +429,6 @@ macro_rules! join_peers {
                 $body
             }),
         ));
-        #[cfg(feature = "magpie-join")]
         peers.push((
             "magpie_join",
             Box::new(|| {
@@ -595,8 +594,7 @@ pub fn run(options: Options) -> Run {
     // rayon's demo workloads.
     let joins = Joins {
         rayon: RayonJoin::new(workers),
-        #[cfg(feature = "magpie-join")]
-        magpie: crate::forkjoin::MagpieJoin::new(workers),
+        magpie: MagpieJoin::new(workers),
     };
     for (n, cutoff) in [
         (if q { 27 } else { FIB_N }, CUTOFF_FINE),
@@ -706,16 +704,16 @@ pub fn run(options: Options) -> Run {
     if ctx.wanted("join_outside") {
         let per_round = if q { 200 } else { 1_000 };
         let mut lat: Vec<(String, Vec<f64>)> = Vec::new();
-        #[cfg_attr(not(feature = "magpie-join"), allow(unused_mut))]
-        let mut impls: Vec<(&str, LatencyRun<'_>)> = vec![(
-            "rayon_join",
-            Box::new(|k| outside_join_latencies(&joins.rayon, k)),
-        )];
-        #[cfg(feature = "magpie-join")]
-        impls.push((
-            "magpie_join",
-            Box::new(|k| outside_join_latencies(&joins.magpie, k)),
-        ));
+        let impls: Vec<(&str, LatencyRun<'_>)> = vec![
+            (
+                "rayon_join",
+                Box::new(|k| outside_join_latencies(&joins.rayon, k)),
+            ),
+            (
+                "magpie_join",
+                Box::new(|k| outside_join_latencies(&joins.magpie, k)),
+            ),
+        ];
         for (_, f) in &impls {
             f(per_round);
         }
