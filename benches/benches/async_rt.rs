@@ -13,7 +13,8 @@ use criterion::measurement::WallTime;
 use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
 use magpie_benches::async_workloads::{
     chained_spawn, ping_pong, skynet, skynet_tasks, spawn_many_local, spawn_many_remote,
-    yield_many, AsyncRuntime, Busy1, MagpieRt, TokioRt, NUM_SPAWN, SKYNET_LEAVES, WORKERS,
+    time_workload, yield_many, AsyncRuntime, Busy1, MagpieRt, TokioRt, NUM_SPAWN, SKYNET_LEAVES,
+    WORKERS, WORKLOADS,
 };
 use magpie_benches::proc_stats::loadavg;
 use magpie_benches::report::{
@@ -34,17 +35,6 @@ const ALT_SKYNET_ROUNDS: usize = 11;
 const SHORT_SAMPLES: usize = 30;
 /// Samples for skynet (hundreds of ms an iteration).
 const SKYNET_SAMPLES: usize = 10;
-
-/// Every workload, in the order they run.
-const WORKLOADS: [&str; 7] = [
-    "spawn_many_local",
-    "spawn_many_remote_idle",
-    "spawn_many_remote_busy1",
-    "ping_pong",
-    "yield_many",
-    "chained_spawn",
-    "skynet",
-];
 
 /// Times `iters` calls of `one` and records them for the summary.
 fn timed(
@@ -94,43 +84,6 @@ fn bench_on<R: AsyncRuntime>(g: &mut BenchmarkGroup<'_, WallTime>, workload: &'s
 
 /// Iterations per alternating turn of `spawn_many_remote_busy1`, after one
 /// untimed iteration.
-const BUSY1_BLOCK: u32 = 5;
-
-/// One alternating turn of `workload` on `rt`: the time of one iteration.
-///
-/// For `spawn_many_remote_busy1` the background load starts before the turn
-/// and stops after it, so it never loads the other runtime's turn. As in
-/// tokio's bench, the measured spawns run against a load that is already
-/// running: the turn runs one untimed iteration first and returns the mean
-/// of the next [`BUSY1_BLOCK`].
-fn once<R: AsyncRuntime>(rt: &R, workload: &str, handles: &mut Vec<R::JoinHandle<()>>) -> Duration {
-    if workload == "spawn_many_remote_busy1" {
-        let busy = Busy1::start(rt, WORKERS);
-        spawn_many_remote(rt, handles);
-        let t0 = Instant::now();
-        for _ in 0..BUSY1_BLOCK {
-            spawn_many_remote(rt, handles);
-        }
-        let t = t0.elapsed() / BUSY1_BLOCK;
-        busy.stop(rt);
-        return t;
-    }
-    let t0 = Instant::now();
-    match workload {
-        "spawn_many_local" => spawn_many_local(rt),
-        "spawn_many_remote_idle" => spawn_many_remote(rt, handles),
-        "ping_pong" => ping_pong(rt),
-        "yield_many" => yield_many(rt),
-        "chained_spawn" => chained_spawn(rt),
-        "skynet" => {
-            let expected = SKYNET_LEAVES * (SKYNET_LEAVES - 1) / 2;
-            assert_eq!(skynet(rt, SKYNET_LEAVES), expected, "skynet/{}", R::NAME);
-        }
-        other => unreachable!("unknown workload {other}"),
-    }
-    t0.elapsed()
-}
-
 fn main() {
     let load_before = loadavg();
     let mut c = Criterion::default().configure_from_args();
@@ -168,15 +121,19 @@ fn main() {
             ALT_ROUNDS
         };
         // One untimed warm-up iteration each.
-        once(&tokio, workload, &mut th);
-        once(&magpie, workload, &mut mh);
+        time_workload(&tokio, workload, &mut th, SKYNET_LEAVES);
+        time_workload(&magpie, workload, &mut mh, SKYNET_LEAVES);
         alternate(
             &ALT,
             workload,
             rounds,
             &mut [
-                ("tokio", &mut || once(&tokio, workload, &mut th)),
-                ("magpie", &mut || once(&magpie, workload, &mut mh)),
+                ("tokio", &mut || {
+                    time_workload(&tokio, workload, &mut th, SKYNET_LEAVES)
+                }),
+                ("magpie", &mut || {
+                    time_workload(&magpie, workload, &mut mh, SKYNET_LEAVES)
+                }),
             ],
         );
     }

@@ -17,8 +17,8 @@ cd "$(dirname "$0")/../.."
 TREE=${1:-$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')}
 RUNS=${2:-5}
 ROUNDS=${ROUNDS:-7}
-SCAN=$PWD/target/release/scan
-PLANT=$PWD/target/release/scan-plant
+SCAN=${CARGO_TARGET_DIR:-$PWD/target}/release/scan
+PLANT=${CARGO_TARGET_DIR:-$PWD/target}/release/scan-plant
 KF=${KINGFISHER:-/work/peers/kingfisher/bin/kingfisher}
 OUT=${OUT:-$PWD/target/bench-scan}
 mkdir -p "$OUT"

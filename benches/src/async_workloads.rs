@@ -495,6 +495,60 @@ pub fn skynet_once<R: AsyncRuntime>(workers: usize) -> (u64, Duration) {
     (sum, t0.elapsed())
 }
 
+/// The workloads [`time_workload`] knows, in the order the benches run them.
+pub const WORKLOADS: [&str; 7] = [
+    "spawn_many_local",
+    "spawn_many_remote_idle",
+    "spawn_many_remote_busy1",
+    "ping_pong",
+    "yield_many",
+    "chained_spawn",
+    "skynet",
+];
+
+/// Timed iterations per `spawn_many_remote_busy1` turn (after one untimed).
+pub const BUSY1_BLOCK: u32 = 5;
+
+/// One alternating turn of `workload` on `rt`: the time of one iteration.
+///
+/// For `spawn_many_remote_busy1` the background load starts before the turn
+/// and stops after it, so it never loads the other runtime's turn. As in
+/// tokio's bench, the measured spawns run against a load that is already
+/// running: the turn runs one untimed iteration first and returns the mean
+/// of the next [`BUSY1_BLOCK`].
+pub fn time_workload<R: AsyncRuntime>(
+    rt: &R,
+    workload: &str,
+    handles: &mut Vec<R::JoinHandle<()>>,
+    skynet_leaves: u64,
+) -> Duration {
+    if workload == "spawn_many_remote_busy1" {
+        let busy = Busy1::start(rt, WORKERS);
+        spawn_many_remote(rt, handles);
+        let t0 = Instant::now();
+        for _ in 0..BUSY1_BLOCK {
+            spawn_many_remote(rt, handles);
+        }
+        let t = t0.elapsed() / BUSY1_BLOCK;
+        busy.stop(rt);
+        return t;
+    }
+    let t0 = Instant::now();
+    match workload {
+        "spawn_many_local" => spawn_many_local(rt),
+        "spawn_many_remote_idle" => spawn_many_remote(rt, handles),
+        "ping_pong" => ping_pong(rt),
+        "yield_many" => yield_many(rt),
+        "chained_spawn" => chained_spawn(rt),
+        "skynet" => {
+            let expected = skynet_leaves * (skynet_leaves - 1) / 2;
+            assert_eq!(skynet(rt, skynet_leaves), expected, "skynet/{}", R::NAME);
+        }
+        other => unreachable!("unknown workload {other}"),
+    }
+    t0.elapsed()
+}
+
 /// Tasks skynet spawns for `leaves` leaves (every node, root included).
 pub fn skynet_tasks(leaves: u64) -> u64 {
     let mut total = 0;

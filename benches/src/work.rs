@@ -95,6 +95,24 @@ pub fn calibration() -> Calibration {
     })
 }
 
+/// Calibration runs one spot check spans: about 30 ms, longer than a
+/// scheduler time slice, so a busy machine shows in it (one 4 ms run
+/// usually fits in a single slice and reads full speed even at a load of
+/// 10 on 2 cores).
+const SPOT_RUNS: u32 = 8;
+
+/// [`SPOT_RUNS`] back-to-back runs of the calibration loop, timed: ns per
+/// iteration right now. Compared with [`calibration`]'s idle figure it says
+/// how much of a core this thread is getting at this moment (`benches/run`
+/// takes one after every round).
+pub fn spot_ns_per_iter() -> f64 {
+    let t0 = Instant::now();
+    for i in 0..SPOT_RUNS {
+        black_box(spin_work(CALIBRATION_ITERS, 0x5bd1 + u64::from(i)));
+    }
+    t0.elapsed().as_nanos() as f64 / f64::from(CALIBRATION_ITERS * SPOT_RUNS)
+}
+
 /// The machine's ceiling for a 2-worker schedule of `tasks` calls of
 /// [`spin_work`]: the same calls with no scheduler, on one thread and then
 /// split evenly over two threads started together. Returns the two wall
