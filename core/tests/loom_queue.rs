@@ -299,7 +299,7 @@ fn fetch(inject: &Inject<u32>) -> Vec<u32> {
 }
 
 // protocol: queue I2 I3 I4
-// broken-variant: inject_batch_from_stale_len; class: check-then-act; expects: out of range for slice
+// broken-variant: inject_batch_from_stale_len; class: check-then-act; expects: assertion failed: n <= self.len
 #[test]
 fn inject_push_batch_and_pop_batch_into_never_lose_or_duplicate() {
     explore(3, |start| {
