@@ -12,6 +12,7 @@
 //! | [`proc_stats`] | CPU time and peak RSS from `/proc` |
 //! | [`idle`] | CPU burnt by an idle pool |
 //! | [`report`] | per-sample recorder and the ratio summary the benches print |
+//! | [`savina`] | Savina actor workloads on ractor, kameo and actix (the actor peers of magpie's processes) |
 #![forbid(unsafe_code)]
 
 pub mod async_workloads;
@@ -20,6 +21,7 @@ pub mod cb_strong;
 pub mod idle;
 pub mod proc_stats;
 pub mod report;
+pub mod savina;
 pub mod tally;
 pub mod typed;
 pub mod work;
