@@ -16,8 +16,9 @@
 //!
 //! Peers: magpie processes on 2 workers and on 1 worker; tokio
 //! (multi-thread, 2 workers) tasks with `tokio::sync::mpsc`; ractor and
-//! kameo actors (tokio multi-thread, 2 workers); actix actors (one `System`
-//! thread: actix runs an arbiter's actors on one thread). The framework
+//! kameo actors (tokio multi-thread, 2 workers); actix actors on one
+//! `System` thread (actix runs an arbiter's actors on one thread) and spread
+//! round-robin over 2 arbiters. The framework
 //! peers live in `magpie_benches::savina`; every peer checks its answer.
 //!
 //! Run: `cargo run --release -p magpie-benches --example process_savina [ROUNDS [WORKLOAD]]`
@@ -538,7 +539,7 @@ fn peers(
     tokio: Run,
     ractor: Run,
     kameo: Run,
-    actix: Run,
+    actix: fn(usize) -> Duration,
 ) -> Vec<Peer> {
     vec![
         ("magpie-2w", Box::new(move || magpie(2))),
@@ -546,7 +547,8 @@ fn peers(
         ("tokio-mpsc-2w", Box::new(tokio)),
         ("ractor-2w", Box::new(ractor)),
         ("kameo-2w", Box::new(kameo)),
-        ("actix-1t", Box::new(actix)),
+        ("actix-1t", Box::new(move || actix(0))),
+        ("actix-2a", Box::new(move || actix(2))),
     ]
 }
 
@@ -560,7 +562,7 @@ fn main() {
         "scale: ping-pong {PING} round trips, counting {COUNT} messages, ring {RING} x {HOPS} hops, \
          fork-join {FORK} processes, big {BIG} processes x {BIG_PINGS} pings; {rounds} rounds, peer order rotated each round"
     );
-    println!("threads: magpie-2w/-1w 2/1 workers; tokio, ractor, kameo: tokio multi-thread, 2 workers; actix: one System thread");
+    println!("threads: magpie-2w/-1w 2/1 workers; tokio, ractor, kameo: tokio multi-thread, 2 workers; actix-1t: one System thread; actix-2a: actors round-robin on 2 arbiters");
     println!("load average (1 min) at start: {}", load_average());
     let workloads: Vec<(&str, Vec<Peer>)> = vec![
         (

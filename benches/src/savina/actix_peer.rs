@@ -1,8 +1,11 @@
 //! The Savina workloads on actix: one `Actor` per process, one `Handler`
-//! per message type, sent by `do_send`, all on one actix `System`. An actix
-//! arbiter runs its actors on one thread, so this peer uses one thread
-//! (compare it with magpie's 1-worker peer as well as the 2-worker one).
+//! per message type, sent by `do_send`. An actix arbiter runs its actors on
+//! one thread, so each workload runs either on the `System`'s own thread
+//! (`arbiters == 0`: one thread, how most actix apps run) or with its
+//! actors spread round-robin over `arbiters` new arbiters (one thread each;
+//! the system thread then only waits for the answer).
 
+use std::cell::Cell;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
@@ -18,6 +21,43 @@ const PEER: &str = "actix";
 /// Runs `f` on a fresh actix system and returns its result.
 fn on_system<F: Future<Output = Duration>>(f: F) -> Duration {
     System::new().block_on(f)
+}
+
+/// Where a workload's actors run: on the system's own thread, or
+/// round-robin over arbiters of their own.
+struct Placement {
+    arbiters: Vec<Arbiter>,
+    next: Cell<usize>,
+}
+
+impl Placement {
+    /// `n == 0`: the system thread; otherwise `n` new arbiters. Call it
+    /// inside the system.
+    fn new(n: usize) -> Placement {
+        Placement {
+            arbiters: (0..n).map(|_| Arbiter::new()).collect(),
+            next: Cell::new(0),
+        }
+    }
+
+    /// Starts `actor` where this placement puts the next one.
+    fn start<A: Actor<Context = Context<A>> + Send>(&self, actor: A) -> Addr<A> {
+        if self.arbiters.is_empty() {
+            return actor.start();
+        }
+        let i = self.next.get();
+        self.next.set(i + 1);
+        let arbiter = &self.arbiters[i % self.arbiters.len()];
+        A::start_in_arbiter(&arbiter.handle(), move |_ctx| actor)
+    }
+}
+
+impl Drop for Placement {
+    fn drop(&mut self) {
+        for arbiter in &self.arbiters {
+            arbiter.stop();
+        }
+    }
 }
 
 /// Echoes every ball back to its sender.
@@ -66,11 +106,12 @@ impl Handler<Hit> for Ping {
 }
 
 /// Ping-pong: `PING` round trips.
-pub fn ping_pong() -> Duration {
-    on_system(async {
+pub fn ping_pong(arbiters: usize) -> Duration {
+    on_system(async move {
+        let place = Placement::new(arbiters);
         let (tx, mut rx) = unbounded_channel();
-        let pong = Pong.start();
-        let ping = Ping { pong, done: tx }.start();
+        let pong = place.start(Pong);
+        let ping = place.start(Ping { pong, done: tx });
         let start = Instant::now();
         ping.do_send(Hit(0));
         let got = rx.recv().await.unwrap();
@@ -129,11 +170,12 @@ impl Handler<Go> for Sender {
 }
 
 /// Counting: `COUNT` messages one way, one answer.
-pub fn counting() -> Duration {
-    on_system(async {
+pub fn counting(arbiters: usize) -> Duration {
+    on_system(async move {
+        let place = Placement::new(arbiters);
         let (tx, mut rx) = unbounded_channel();
-        let counter = Counter { n: 0, done: tx }.start();
-        let sender = Sender { counter }.start();
+        let counter = place.start(Counter { n: 0, done: tx });
+        let sender = place.start(Sender { counter });
         let start = Instant::now();
         sender.do_send(Go);
         let got = rx.recv().await.unwrap();
@@ -183,16 +225,16 @@ impl Handler<Token> for Node {
 }
 
 /// Thread ring: `RING` actors pass a token `HOPS` times.
-pub fn ring() -> Duration {
-    on_system(async {
+pub fn ring(arbiters: usize) -> Duration {
+    on_system(async move {
+        let place = Placement::new(arbiters);
         let (tx, mut rx) = unbounded_channel();
         let nodes: Vec<_> = (0..RING)
             .map(|_| {
-                Node {
+                place.start(Node {
                     next: None,
                     done: tx.clone(),
-                }
-                .start()
+                })
             })
             .collect();
         for (i, node) in nodes.iter().enumerate() {
@@ -250,23 +292,22 @@ impl Actor for Forked {
 }
 
 /// Fork-join creation: spawn `FORK` actors that each send one message.
-pub fn fork_join() -> Duration {
-    on_system(async {
+pub fn fork_join(arbiters: usize) -> Duration {
+    on_system(async move {
+        let place = Placement::new(arbiters);
         let (tx, mut rx) = unbounded_channel();
-        let collector = Collector {
+        let collector = place.start(Collector {
             expect: FORK,
             n: 0,
             sum: 0,
             done: tx,
-        }
-        .start();
+        });
         let start = Instant::now();
         for id in 0..FORK {
-            Forked {
+            place.start(Forked {
                 collector: collector.clone(),
                 id,
-            }
-            .start();
+            });
         }
         let got = rx.recv().await.unwrap();
         let t = start.elapsed();
@@ -354,27 +395,26 @@ impl Handler<BigPong> for BigProc {
 }
 
 /// Big: `BIG` actors each ping random neighbours `BIG_PINGS` times.
-pub fn big() -> Duration {
-    on_system(async {
+pub fn big(arbiters: usize) -> Duration {
+    on_system(async move {
+        let place = Placement::new(arbiters);
         let (tx, mut rx) = unbounded_channel();
-        let sink = Collector {
+        let sink = place.start(Collector {
             expect: BIG as u64,
             n: 0,
             sum: 0,
             done: tx,
-        }
-        .start();
+        });
         let procs: Arc<Vec<_>> = Arc::new(
             (0..BIG)
                 .map(|me| {
-                    BigProc {
+                    place.start(BigProc {
                         me,
                         peers: None,
                         rng: Neighbours::new(me),
                         pongs: 0,
                         sink: sink.clone(),
-                    }
-                    .start()
+                    })
                 })
                 .collect(),
         );

@@ -13,7 +13,7 @@
 //! | --- | --- | --- |
 //! | [`ractor_peer`] | ractor `Actor` + `cast!` | tokio multi-thread, 2 workers |
 //! | [`kameo_peer`] | kameo `Actor`/`Message` + `tell` | tokio multi-thread, 2 workers |
-//! | [`actix_peer`] | actix `Actor` + `Handler` + `do_send` | one `System` thread (actix runs each arbiter on one thread) |
+//! | [`actix_peer`] | actix `Actor` + `Handler` + `do_send` | one `System` thread (actix runs each arbiter on one thread), or actors round-robin on 2 arbiters |
 
 pub mod actix_peer;
 pub mod kameo_peer;
