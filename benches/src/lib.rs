@@ -14,6 +14,7 @@
 //! | [`idle`] | CPU burnt by an idle pool |
 //! | [`suite`] | the one-command suite behind `benches/run`: every comparison alternating in one process, validity, tables, plots, baselines |
 //! | [`report`] | per-sample recorder and the ratio summary the benches print |
+//! | [`savina`] | Savina actor workloads on ractor, kameo and actix (the actor peers of magpie's processes) |
 #![forbid(unsafe_code)]
 
 pub mod async_workloads;
@@ -23,6 +24,7 @@ pub mod forkjoin;
 pub mod idle;
 pub mod proc_stats;
 pub mod report;
+pub mod savina;
 pub mod suite;
 pub mod tally;
 pub mod typed;
