@@ -515,7 +515,11 @@ impl Inner {
                 }
             }
             peek.truncate(got);
-            let nested = if deferred.is_some() { None } else { sniff(&peek) };
+            let nested = if deferred.is_some() {
+                None
+            } else {
+                sniff(&peek)
+            };
             match self.member.as_mut() {
                 Some(m) => {
                     m.peek = peek;
