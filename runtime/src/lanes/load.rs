@@ -157,7 +157,7 @@ fn yaml_to_toml(y: &yaml_rust2::Yaml, at: &str) -> Result<Value, SpecError> {
 }
 
 fn load_table(root: &Table, registry: &Registry) -> Result<Graph, SpecError> {
-    check_keys(&root, "the file", &["lanes", "components", "edges"])?;
+    check_keys(root, "the file", &["lanes", "components", "edges"])?;
     let mut b = GraphBuilder::new();
     if let Some(lanes) = root.get("lanes") {
         let lanes = as_table(lanes, "the file", "lanes")?;
