@@ -7,10 +7,10 @@ mod common;
 use axum::extract::Path;
 use axum::routing::{get, post};
 use axum::Router;
-use common::{accept, body_bytes, bounded, connect, listen, runtime};
+use common::{accept, body_bytes, both_end_cleanly, bounded, http1_client, listen, runtime};
 use http_body_util::Full;
 use hyper::body::Bytes;
-use hyper::{client, server, Method, Request, StatusCode};
+use hyper::{server, Method, Request, StatusCode};
 use hyper_util::service::TowerToHyperService;
 use magpie_hyper::MagpieTimer;
 
@@ -47,11 +47,7 @@ fn axum_router_answers_its_routes_through_hyper_on_magpie() {
                 .serve_connection(io, TowerToHyperService::new(app()))
                 .await
         });
-        let io = connect(addr).await;
-        let (mut sender, conn) = bounded("handshake", client::conn::http1::handshake(io))
-            .await
-            .expect("handshake");
-        let client_conn = magpie_runtime::spawn(conn);
+        let (mut sender, client_conn) = http1_client(addr).await;
         let cases = [
             (
                 Method::GET,
@@ -91,13 +87,6 @@ fn axum_router_answers_its_routes_through_hyper_on_magpie() {
             }
         }
         drop(sender);
-        bounded("client connection", client_conn)
-            .await
-            .expect("client task")
-            .expect("client connection ends cleanly");
-        bounded("server connection", server)
-            .await
-            .expect("server task")
-            .expect("server connection ends cleanly");
+        both_end_cleanly(client_conn, server).await;
     });
 }

@@ -8,12 +8,12 @@ use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
 use std::sync::{Arc, Mutex};
 
-use common::{accept, body_bytes, bounded, connect, get, listen, runtime};
+use common::{accept, body_bytes, bounded, get, http1_client, listen, runtime};
 use futures_channel::oneshot;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
-use hyper::{client, server, Request, Response};
+use hyper::{server, Request, Response};
 use magpie_hyper::MagpieTimer;
 
 #[test]
@@ -63,11 +63,7 @@ fn graceful_shutdown_answers_the_request_in_flight_then_closes() {
             .await
         });
 
-        let io = connect(addr).await;
-        let (mut sender, conn) = bounded("handshake", client::conn::http1::handshake(io))
-            .await
-            .expect("handshake");
-        let client_conn = magpie_runtime::spawn(conn);
+        let (mut sender, client_conn) = http1_client(addr).await;
         bounded("ready", sender.ready())
             .await
             .expect("sender ready");

@@ -7,12 +7,15 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{accept, body_bytes, bounded, connect, get, listen, pattern, runtime, Io};
+use common::{
+    accept, body_bytes, both_end_cleanly, bounded, connect, get, http1_client, listen, pattern,
+    runtime, Io,
+};
 use futures_lite::AsyncReadExt;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
-use hyper::{client, server, Request, Response};
+use hyper::{server, Request, Response};
 use magpie_hyper::MagpieTimer;
 
 /// Requests sent over the one keep-alive connection.
@@ -61,11 +64,7 @@ fn one_keep_alive_connection_serves_every_request_with_its_own_body() {
             let io = accept(&listener).await;
             serve_counting(io).await
         });
-        let io = connect(addr).await;
-        let (mut sender, conn) = bounded("handshake", client::conn::http1::handshake(io))
-            .await
-            .expect("handshake");
-        let client_conn = magpie_runtime::spawn(conn);
+        let (mut sender, client_conn) = http1_client(addr).await;
         for i in 0..REQUESTS {
             bounded("ready", sender.ready())
                 .await
@@ -101,14 +100,7 @@ fn one_keep_alive_connection_serves_every_request_with_its_own_body() {
             }
         }
         drop(sender);
-        bounded("client connection", client_conn)
-            .await
-            .expect("client task")
-            .expect("client connection ends cleanly");
-        bounded("server connection", server)
-            .await
-            .expect("server task")
-            .expect("server connection ends cleanly");
+        both_end_cleanly(client_conn, server).await;
     });
 }
 

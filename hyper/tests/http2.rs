@@ -5,7 +5,7 @@ mod common;
 
 use std::convert::Infallible;
 
-use common::{accept, body_bytes, bounded, connect, listen, runtime};
+use common::{accept, body_bytes, both_end_cleanly, bounded, connect, listen, runtime};
 use http_body_util::Empty;
 use hyper::body::{Bytes, Incoming};
 use hyper::service::service_fn;
@@ -67,13 +67,6 @@ fn http2_multiplexes_concurrent_requests_over_one_connection() {
         }
         assert_eq!(done, (0..STREAMS).collect::<Vec<_>>());
         drop(sender);
-        bounded("client connection", client_conn)
-            .await
-            .expect("client task")
-            .expect("client connection ends cleanly");
-        bounded("server connection", server)
-            .await
-            .expect("server task")
-            .expect("server connection ends cleanly");
+        both_end_cleanly(client_conn, server).await;
     });
 }

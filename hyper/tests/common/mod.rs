@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_io::Async;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::{Bytes, Incoming};
+use hyper::client::conn::http1::SendRequest;
 use hyper::{Request, Response};
 use magpie_hyper::FuturesIo;
 use magpie_runtime::Runtime;
@@ -59,6 +60,37 @@ pub async fn connect(addr: SocketAddr) -> Io {
         .await
         .expect("connect");
     FuturesIo::new(stream).with_vectored_writes(true)
+}
+
+/// A connection's task: what hyper's connection future returned.
+pub type ConnTask = magpie_runtime::JoinHandle<hyper::Result<()>>;
+
+/// An HTTP/1.1 client connection to `addr`: its sender, and its connection
+/// future running as a task.
+pub async fn http1_client<B>(addr: SocketAddr) -> (SendRequest<B>, ConnTask)
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let io = connect(addr).await;
+    let (sender, conn) = bounded("handshake", hyper::client::conn::http1::handshake(io))
+        .await
+        .expect("handshake");
+    (sender, magpie_runtime::spawn(conn))
+}
+
+/// Awaits both ends of a connection whose client has let go of its sender:
+/// each connection future must end without an error.
+pub async fn both_end_cleanly(client: ConnTask, server: ConnTask) {
+    bounded("client connection", client)
+        .await
+        .expect("client task")
+        .expect("client connection ends cleanly");
+    bounded("server connection", server)
+        .await
+        .expect("server task")
+        .expect("server connection ends cleanly");
 }
 
 /// A GET for `path` with a Host header and no body.
