@@ -152,6 +152,9 @@ pub struct Config {
     /// directory when bare: where `.gitleaksignore` and `.gitleaks.toml`
     /// are looked for).
     pub git: Option<crate::git::GitOptions>,
+    /// `--no-git-history`: a directory that is a repository is scanned as
+    /// files only (by default its history is scanned too; `scan/GIT.md`).
+    pub no_git_history: bool,
 }
 
 /// Parses a size: a whole number of bytes with an optional binary suffix,
@@ -319,6 +322,33 @@ struct Cli {
                      commit id `unreachable` and their blob id as path.")
     )]
     all_objects: bool,
+
+    /// scan git: incremental mode, the last scan's tips kept in FILE.
+    #[arg(
+        long,
+        value_name = "FILE",
+        hide = true,
+        value_parser = clap::value_parser!(PathBuf),
+        conflicts_with_all = ["since_commit", "log_range", "staged", "all_objects"],
+        long_help = wrap("Incremental mode for CI: scan only the commits that the commits \
+                     recorded in FILE do not reach, then record the tips of this scan (every \
+                     ref, or --branch) in FILE. FILE is replaced atomically, and only when the \
+                     scan completed and no object was unreadable. A missing FILE scans the \
+                     whole history; a FILE that is not a state file is an error (exit 2). A \
+                     ref rewritten since (force-pushed) is named on standard error and what \
+                     the old state does not reach is scanned.")
+    )]
+    state: Option<PathBuf>,
+
+    /// A repository's history is not scanned (files only).
+    #[arg(
+        long,
+        long_help = wrap("When a PATH is a git repository (a work tree with .git, a bare \
+                     repository or a .git directory), scan its files only. By default its \
+                     history is scanned too: a secret committed and then deleted is still \
+                     readable by anyone with a clone. The summary says which was done.")
+    )]
+    no_git_history: bool,
 
     /// scan git: the index against HEAD.
     #[arg(
@@ -684,6 +714,8 @@ impl Cli {
             Some("--staged")
         } else if self.all_objects {
             Some("--all-objects")
+        } else if self.state.is_some() {
+            Some("--state")
         } else {
             None
         }
@@ -732,6 +764,7 @@ impl Cli {
             chunk_size: self.chunk_size,
             prefilter: self.prefilter,
             git: None,
+            no_git_history: self.no_git_history,
         }
     }
 }
@@ -787,6 +820,7 @@ fn git_command() -> clap::Command {
             "EXAMPLES:\n  scan git                          the repository in the current directory\n  \
              scan git --since-commit abc123 .  only what came after abc123\n  \
              scan git --staged                 what is about to be committed\n  \
+             scan git --state .scan-state.json .   CI: only what the last run did not see\n  \
              scan git -f sarif -o h.sarif .    SARIF with the commit of each finding",
         )
         .mut_arg("paths", |a| {
@@ -804,10 +838,12 @@ fn git_command() -> clap::Command {
         "log_range",
         "staged",
         "all_objects",
+        "state",
     ] {
         cmd = cmd.mut_arg(id, |a| a.hide(false));
     }
-    cmd
+    // A directory scan's switch for its history: refused by `scan git`.
+    cmd.mut_arg("no_git_history", |a| a.hide(true))
 }
 
 fn parse_git(args: &[OsString]) -> Result<Config, clap::Error> {
@@ -815,6 +851,12 @@ fn parse_git(args: &[OsString]) -> Result<Config, clap::Error> {
     let mut cmd = git_command();
     let matches = cmd.try_get_matches_from_mut(args)?;
     let cli = Cli::from_arg_matches(&matches).map_err(|e| e.format(&mut cmd))?;
+    if cli.no_git_history {
+        return Err(cmd.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--no-git-history is for directory scans: `scan git` reads history",
+        ));
+    }
     let repo = cli
         .paths
         .first()
@@ -828,6 +870,7 @@ fn parse_git(args: &[OsString]) -> Result<Config, clap::Error> {
         staged: cli.staged,
         all_objects: cli.all_objects,
         exclude: cli.exclude.clone(),
+        state: cli.state.clone(),
     };
     let mut config = cli.into_config();
     config.paths = vec![repo];

@@ -4,94 +4,27 @@
 #[path = "e2e_common/mod.rs"]
 mod common;
 
+#[path = "git_common/mod.rs"]
+mod gitc;
+
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use common::{github_token, run_guarded, tempdir, Run};
+use common::{github_token, tempdir, Run};
+use gitc::{commit_file, committed_then_removed, git, init, remove_file, scan_git};
 use serde_json::Value;
-
-/// Runs `git ARGS` in `dir` with a fixed identity and dates, so commit ids
-/// are the same on every run; panics if git fails.
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "Ada Author")
-        .env("GIT_AUTHOR_EMAIL", "ada@example.com")
-        .env("GIT_COMMITTER_NAME", "Ada Author")
-        .env("GIT_COMMITTER_EMAIL", "ada@example.com")
-        .env("GIT_AUTHOR_DATE", "2024-05-01T12:00:00+02:00")
-        .env("GIT_COMMITTER_DATE", "2024-05-01T12:00:00+02:00")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
-}
-
-fn init(dir: &Path) {
-    git(dir, &["init", "-q", "-b", "main"]);
-}
-
-/// Writes `rel` and commits it with `msg`; returns the commit id.
-fn commit_file(dir: &Path, rel: &str, data: &str, msg: &str) -> String {
-    common::put(dir, rel, data.as_bytes());
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-q", "-m", msg]);
-    git(dir, &["rev-parse", "HEAD"])
-}
-
-fn remove_file(dir: &Path, rel: &str, msg: &str) -> String {
-    git(dir, &["rm", "-q", rel]);
-    git(dir, &["commit", "-q", "-m", msg]);
-    git(dir, &["rev-parse", "HEAD"])
-}
-
-/// Runs `scan git --no-progress -j 2 ARGS` in `cwd`.
-fn scan_git(cwd: &Path, args: &[&str]) -> Run {
-    let mut cmd = Command::new(common::bin());
-    cmd.current_dir(cwd)
-        .args(["git", "--no-progress", "-j", "2"])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    run_guarded(cmd)
-}
 
 fn json_findings(run: &Run) -> Vec<Value> {
     run.findings()
-}
-
-/// A repository whose token was committed, then removed in the next commit.
-fn committed_then_removed(dir: &Path) -> (String, String, String) {
-    init(dir);
-    let base = commit_file(dir, "README.md", "hello\n", "first");
-    let token = github_token(1);
-    let added = commit_file(
-        dir,
-        "config/app.env",
-        &format!("GITHUB_TOKEN={token}\n"),
-        "add config",
-    );
-    remove_file(dir, "config/app.env", "remove the token");
-    let _ = base;
-    (token, added, git(dir, &["rev-parse", "HEAD"]))
 }
 
 #[test]
 fn a_token_committed_then_removed_is_found_and_attributed_to_the_introducing_commit() {
     let t = tempdir();
     let (token, added, _) = committed_then_removed(t.path());
-    // A directory scan of the work tree finds nothing: the file is gone.
-    let dir_run = common::scan_in(t.path(), ["-f", "json", "--exclude", ".git", "."]);
+    // A directory scan of the work tree alone finds nothing: the file is
+    // gone (by default `scan DIR` reads the history too: git_dir_scan.rs).
+    let dir_run = common::scan_in(t.path(), ["-f", "json", "--no-git-history", "."]);
     assert_eq!(dir_run.code, Some(0), "{}", dir_run.stderr);
     let run = scan_git(t.path(), &["-f", "json"]);
     assert_eq!(run.code, Some(1), "{}", run.stderr);
@@ -454,11 +387,15 @@ fn history_flags_belong_to_scan_git_and_its_help_names_them() {
         "--log-range",
         "--staged",
         "--all-objects",
+        "--state",
         "[REPO]",
     ] {
         assert!(help.contains(flag), "scan git --help lacks {flag}: {help}");
     }
     assert!(!scan::cli::long_help().contains("--since-commit"));
+    assert!(!scan::cli::long_help().contains("--state"));
+    assert!(scan::cli::long_help().contains("--no-git-history"));
+    assert!(!help.contains("--no-git-history"), "{help}");
     let t = tempdir();
     let run = common::scan_in(t.path(), ["--branch", "main", "."]);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
@@ -556,7 +493,13 @@ fn a_missing_blob_is_named_unreadable_and_the_rest_is_scanned() {
     let loose = dir.join(".git/objects").join(&blob[..2]).join(&blob[2..]);
     std::fs::remove_file(&loose).expect("a fresh repository keeps loose objects");
     let run = scan_git(dir, &["-f", "json", "--metrics"]);
-    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    // The report is complete but the history is not: exit 2, after it.
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("scanned partially: 1 object"),
+        "{}",
+        run.stderr
+    );
     let f = json_findings(&run);
     assert_eq!(f.len(), 1, "{f:?}");
     assert_eq!(f[0]["secret"], token.as_str());

@@ -5,6 +5,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::os::unix::ffi::OsStrExt;
 
+use gix::objs::tree::EntryKind;
 use gix::objs::{CommitRef, Find, TreeRefIter};
 use gix::ObjectId;
 use std::sync::Arc;
@@ -23,6 +24,16 @@ pub enum GitItem {
         /// The commit that introduced it.
         commit: Arc<CommitMeta>,
     },
+    /// A submodule (a gitlink: a commit of another repository) at `path`:
+    /// its content is not in this repository, so it is named as skipped.
+    Submodule {
+        /// Its path in the commit's tree.
+        path: Vec<u8>,
+        /// The commit of the other repository it pins.
+        id: ObjectId,
+        /// The commit that introduced this gitlink.
+        commit: Arc<CommitMeta>,
+    },
     /// An object the walk could not read (a missing or corrupt tree or
     /// commit): named, and the rest of the history is still walked.
     Unreadable {
@@ -36,10 +47,12 @@ pub enum GitItem {
 /// What one tree entry is, as far as the walk cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
+    /// A file or a symbolic link: a symlink's blob is its target path, read
+    /// as text like any blob and never followed.
     Blob,
     Tree,
-    /// A symlink (its blob is a path, not content) or a submodule commit.
-    Other,
+    /// A submodule's commit (a gitlink).
+    Submodule,
 }
 
 /// The walk's resumable state. `next_batch` is called by the pipeline's
@@ -68,6 +81,10 @@ pub struct HistoryCursor {
     shallow: HashSet<ObjectId>,
     /// `--exclude`: paths (in the commit's tree) not to scan.
     exclude: Option<ignore::overrides::Override>,
+    /// `--state`: the tips to write back when the scan completes.
+    state: Option<super::StateUpdate>,
+    /// What the selection has to tell the user (a rewritten ref, ...).
+    notes: Vec<String>,
     buf: Vec<u8>,
 }
 
@@ -104,6 +121,8 @@ impl HistoryCursor {
             orphans: Vec::new(),
             shallow: HashSet::new(),
             exclude: crate::walk::compile_excludes(&opts.exclude)?,
+            state: None,
+            notes: Vec::new(),
             buf: Vec::new(),
         };
         if let Ok(Some(boundary)) = cursor.repo.shallow_commits() {
@@ -118,6 +137,17 @@ impl HistoryCursor {
     /// How many commits the walk covers.
     pub fn commits(&self) -> usize {
         self.order.len()
+    }
+
+    /// `--state`: the state to write when the scan completes.
+    pub fn take_state_update(&mut self) -> Option<super::StateUpdate> {
+        self.state.take()
+    }
+
+    /// Lines for the user about the selection (`--state`: a first run, a
+    /// rewritten ref, a commit no longer in the repository).
+    pub fn take_notes(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.notes)
     }
 
     fn resolve(&self, spec: &str) -> Result<ObjectId, String> {
@@ -135,6 +165,7 @@ impl HistoryCursor {
     fn select(&mut self, opts: &GitOptions) -> Result<(), String> {
         let mut tips = Vec::new();
         let mut hidden = Vec::new();
+        let mut named = super::state::Tips::new();
         if let Some(range) = &opts.range {
             let (a, b) = range
                 .split_once("..")
@@ -145,9 +176,21 @@ impl HistoryCursor {
                 hidden.push(self.resolve(a)?);
             }
         } else if let Some(branch) = &opts.branch {
-            tips.push(self.resolve(branch)?);
+            let id = self.resolve(branch)?;
+            named.insert(branch.clone(), id);
+            tips.push(id);
         } else {
-            tips = self.all_ref_tips()?;
+            named = self.all_ref_tips()?;
+            tips = named.values().copied().collect();
+            tips.sort();
+            tips.dedup();
+        }
+        if let Some(path) = &opts.state {
+            hidden.extend(self.state_hidden(path, &named)?);
+            self.state = Some(super::StateUpdate {
+                path: path.clone(),
+                tips: named,
+            });
         }
         if opts.all_objects {
             tips.extend(self.all_objects()?);
@@ -181,23 +224,83 @@ impl HistoryCursor {
         Ok(())
     }
 
-    /// Every ref (and HEAD) peeled to a commit; refs naming a tree or a blob
-    /// directly are left out.
-    fn all_ref_tips(&self) -> Result<Vec<ObjectId>, String> {
-        let mut tips = Vec::new();
+    /// Every ref (and HEAD) peeled to a commit, by full name; refs naming a
+    /// tree or a blob directly are left out.
+    fn all_ref_tips(&self) -> Result<super::state::Tips, String> {
+        let mut tips = super::state::Tips::new();
         let refs = self.repo.references().map_err(err)?;
         for r in refs.all().map_err(err)? {
             let Ok(mut r) = r else { continue };
+            let name = r.name().as_bstr().to_string();
             if let Ok(c) = r.peel_to_commit() {
-                tips.push(c.id);
+                tips.insert(name, c.id);
             }
         }
         if let Ok(head) = self.repo.head_commit() {
-            tips.push(head.id);
+            tips.insert("HEAD".into(), head.id);
         }
-        tips.sort();
-        tips.dedup();
         Ok(tips)
+    }
+
+    /// `--state FILE`: the commits of the last complete scan to hide (those
+    /// still in the repository), with a note for a first run, a ref whose
+    /// old commit its new one does not reach (rewritten: force-pushed or
+    /// reset), and an old commit no longer in the repository.
+    fn state_hidden(
+        &mut self,
+        path: &std::path::Path,
+        now: &super::state::Tips,
+    ) -> Result<Vec<ObjectId>, String> {
+        let Some(before) = super::state::load(path)? else {
+            self.notes.push(format!(
+                "state {} does not exist yet: the whole history is scanned",
+                path.display()
+            ));
+            return Ok(Vec::new());
+        };
+        let mut hidden = Vec::new();
+        for (name, old) in &before {
+            if self.read_commit(old).is_none() {
+                self.notes.push(format!(
+                    "state: {name} was at {old}, which is no longer in the repository: \
+                     what it reached is scanned again"
+                ));
+                continue;
+            }
+            hidden.push(*old);
+            if let Some(new) = now.get(name) {
+                if new != old && !self.reaches(*new, *old) {
+                    self.notes.push(format!(
+                        "state: {name} was rewritten ({} is not an ancestor of {}): \
+                         scanning every commit the last scan's commits do not reach",
+                        &old.to_string()[..12],
+                        &new.to_string()[..12]
+                    ));
+                }
+            }
+        }
+        hidden.sort();
+        hidden.dedup();
+        Ok(hidden)
+    }
+
+    /// Whether `target` is `from` or one of its ancestors (one walk, ended
+    /// when found).
+    fn reaches(&mut self, from: ObjectId, target: ObjectId) -> bool {
+        let mut seen = HashSet::new();
+        let mut queue = VecDeque::from([from]);
+        while let Some(id) = queue.pop_front() {
+            if id == target {
+                return true;
+            }
+            if !seen.insert(id) {
+                continue;
+            }
+            if let Some((_, ps, _)) = self.read_commit(&id) {
+                queue.extend(ps);
+            }
+        }
+        false
     }
 
     /// `--all-objects`: every commit id in the object database (returned,
@@ -244,6 +347,9 @@ impl HistoryCursor {
     /// read.
     fn read_commit(&mut self, id: &ObjectId) -> Option<(ObjectId, Vec<ObjectId>, i64)> {
         let data = self.repo.objects.try_find(id, &mut self.buf).ok()??;
+        if data.kind != gix::object::Kind::Commit {
+            return None;
+        }
         let c = CommitRef::from_bytes(data.data, data.object_hash).ok()?;
         let time = c.committer().ok().map_or(0, |s| s.seconds());
         let parents = if self.shallow.contains(id) {
@@ -405,7 +511,17 @@ impl HistoryCursor {
                         let old_sub = before.and_then(|(k, i)| (k == Kind::Tree).then_some(i));
                         stack.push((path, id, old_sub));
                     }
-                    Kind::Other => {}
+                    Kind::Submodule => {
+                        // Named once per gitlink id, like a blob.
+                        if before == Some((Kind::Submodule, id)) || !self.seen_blobs.insert(id) {
+                            continue;
+                        }
+                        self.pending.push_back(GitItem::Submodule {
+                            path,
+                            id,
+                            commit: Arc::clone(meta),
+                        });
+                    }
                 }
             }
         }
@@ -423,24 +539,7 @@ impl HistoryCursor {
 
     /// A tree's entries: name, kind, id.
     fn entries(&mut self, id: &ObjectId) -> Result<Vec<(Vec<u8>, Kind, ObjectId)>, String> {
-        let data = match self.repo.objects.try_find(id, &mut self.buf) {
-            Ok(Some(d)) => d,
-            Ok(None) => return Err(format!("tree {id} is missing (partial clone?)")),
-            Err(e) => return Err(format!("tree {id} could not be read: {e}")),
-        };
-        let mut out = Vec::new();
-        for e in TreeRefIter::from_bytes(data.data, data.object_hash) {
-            let e = e.map_err(|e| format!("tree {id} is corrupt: {e}"))?;
-            let kind = if e.mode.is_tree() {
-                Kind::Tree
-            } else if e.mode.is_blob() {
-                Kind::Blob
-            } else {
-                Kind::Other
-            };
-            out.push((e.filename.to_vec(), kind, e.oid.to_owned()));
-        }
-        Ok(out)
+        tree_entries(&self.repo, id, &mut self.buf)
     }
 
     /// `--staged`: every index entry whose blob differs from HEAD's at that
@@ -479,13 +578,20 @@ impl HistoryCursor {
                         Kind::Blob => {
                             head.insert((path, id));
                         }
-                        Kind::Other => {}
+                        Kind::Submodule => {}
                     }
                 }
             }
         }
         for e in index.entries() {
-            if e.stage_raw() != 0 || !e.mode.to_tree_entry_mode().is_some_and(|m| m.is_blob()) {
+            if e.stage_raw() != 0
+                || !e.mode.to_tree_entry_mode().is_some_and(|m| {
+                    matches!(
+                        m.kind(),
+                        EntryKind::Blob | EntryKind::BlobExecutable | EntryKind::Link
+                    )
+                })
+            {
                 continue;
             }
             let path = e.path(&index).to_vec();
@@ -499,6 +605,56 @@ impl HistoryCursor {
             });
         }
     }
+}
+
+/// A tree's entries: name, kind, id. A missing, unreadable or corrupt tree
+/// is an error naming its id.
+fn tree_entries(
+    repo: &gix::Repository,
+    id: &ObjectId,
+    buf: &mut Vec<u8>,
+) -> Result<Vec<(Vec<u8>, Kind, ObjectId)>, String> {
+    let data = match repo.objects.try_find(id, buf) {
+        Ok(Some(d)) => d,
+        Ok(None) => return Err(format!("tree {id} is missing (partial clone?)")),
+        Err(e) => return Err(format!("tree {id} could not be read: {e}")),
+    };
+    if data.kind != gix::object::Kind::Tree {
+        return Err(format!("tree {id} is a {:?} object", data.kind));
+    }
+    let mut out = Vec::new();
+    for e in TreeRefIter::from_bytes(data.data, data.object_hash) {
+        let e = e.map_err(|e| format!("tree {id} is corrupt: {e}"))?;
+        let kind = match e.mode.kind() {
+            EntryKind::Tree => Kind::Tree,
+            EntryKind::Commit => Kind::Submodule,
+            EntryKind::Blob | EntryKind::BlobExecutable | EntryKind::Link => Kind::Blob,
+        };
+        out.push((e.filename.to_vec(), kind, e.oid.to_owned()));
+    }
+    Ok(out)
+}
+
+/// The blob at `path` (`/`-separated) in the tree of `commit`, if there is
+/// one: the history finding at `path` is then compared with the work tree
+/// (`auto.rs`).
+pub(super) fn blob_at(repo: &gix::Repository, commit: &ObjectId, path: &[u8]) -> Option<ObjectId> {
+    let mut buf = Vec::new();
+    let data = repo.objects.try_find(commit, &mut buf).ok()??;
+    let mut tree = CommitRef::from_bytes(data.data, data.object_hash)
+        .ok()?
+        .tree();
+    let mut parts = path.split(|b| *b == b'/').peekable();
+    while let Some(name) = parts.next() {
+        let entries = tree_entries(repo, &tree, &mut buf).ok()?;
+        let (_, kind, id) = entries.into_iter().find(|(n, _, _)| n == name)?;
+        match (kind, parts.peek()) {
+            (Kind::Blob, None) => return Some(id),
+            (Kind::Tree, Some(_)) => tree = id,
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// Kahn's algorithm over the selected commits: a commit comes after all of

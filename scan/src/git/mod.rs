@@ -7,11 +7,14 @@
 //! suppression and reports as a directory scan. `README.md` beside this file
 //! is the design.
 
+pub mod auto;
 mod history;
+pub mod state;
 
 use std::path::{Path, PathBuf};
 
 pub use history::{GitItem, HistoryCursor};
+pub use state::StateUpdate;
 
 use crate::report::ScanError;
 
@@ -34,6 +37,58 @@ pub struct GitOptions {
     pub all_objects: bool,
     /// `--exclude` globs, matched against the path in each commit's tree.
     pub exclude: Vec<String>,
+    /// `--state FILE`: incremental mode. The commits FILE lists (the tips
+    /// of the last complete scan) and everything they reach are left out;
+    /// the new tips are written back to FILE when the scan completes
+    /// (`state.rs`).
+    pub state: Option<PathBuf>,
+}
+
+/// Whether a directory scan (`scan DIR`) read the history of the
+/// repository it found, as the summary, `json` and SARIF say it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HistoryStatus {
+    /// The history was scanned: `commits` commits walked, `blobs` blobs
+    /// scanned.
+    Scanned {
+        /// Commits the history walk covered.
+        commits: u64,
+        /// Blobs whose bytes were scanned.
+        blobs: u64,
+    },
+    /// A repository was found (or DIR is inside one) and its history was
+    /// not scanned, for the reason given (`--no-git-history`, ...).
+    NotScanned(String),
+}
+
+impl HistoryStatus {
+    /// The summary line: `history: 12 commits scanned (30 blobs)` or
+    /// `history: not scanned (--no-git-history)`.
+    pub fn line(&self) -> String {
+        match self {
+            HistoryStatus::Scanned { commits, blobs } => format!(
+                "history: {commits} {} scanned ({blobs} {})",
+                if *commits == 1 { "commit" } else { "commits" },
+                if *blobs == 1 { "blob" } else { "blobs" },
+            ),
+            HistoryStatus::NotScanned(why) => format!("history: not scanned ({why})"),
+        }
+    }
+
+    /// As JSON: `{"scanned":true,"commits":12,"blobs":30}` or
+    /// `{"scanned":false,"reason":"--no-git-history"}` (the `json`
+    /// summary's `history` and the SARIF run's `properties.history`).
+    pub fn to_json(&self) -> String {
+        match self {
+            HistoryStatus::Scanned { commits, blobs } => {
+                format!("{{\"scanned\":true,\"commits\":{commits},\"blobs\":{blobs}}}")
+            }
+            HistoryStatus::NotScanned(why) => format!(
+                "{{\"scanned\":false,\"reason\":{}}}",
+                serde_json::Value::String(why.clone())
+            ),
+        }
+    }
 }
 
 /// Who and what a commit is, as the reports show it.

@@ -17,7 +17,7 @@ use super::task::{
 };
 use super::{end_skipped, park, skip_at_discovery, Ctx, Note, Shared};
 use crate::git::{GitBlob, GitItem};
-use crate::skip::SkipReason;
+use crate::skip::{SkipReason, SpecialKind};
 
 pub(super) fn run(shared: &Shared, cursor: EnumCursor, ctx: &mut Ctx) -> Option<Note> {
     ctx.scratch.counters.enumerate_count += 1;
@@ -52,16 +52,18 @@ fn git(shared: &Shared, mut g: Box<GitEnum>, ctx: &mut Ctx) -> Option<Note> {
                 admitted += 1;
                 ctx.spawn_local(Task::FetchSync { obj, state: None });
             }
+            GitItem::Submodule { path, id, commit } => {
+                // Another repository's commit: nothing here to read.
+                let detail = format!(
+                    "submodule (gitlink to commit {id}), added in commit {}: not read",
+                    commit.short_id()
+                );
+                let reason = SkipReason::SpecialFile(SpecialKind::Other);
+                skip_git_item(shared, ctx, &path, reason, detail);
+            }
             GitItem::Unreadable { path, detail } => {
                 let reason = SkipReason::Unreadable(std::io::ErrorKind::InvalidData);
-                skip_at_discovery(
-                    shared,
-                    ctx,
-                    ObjPath::from_file_bytes(&path),
-                    reason,
-                    1,
-                    detail,
-                );
+                skip_git_item(shared, ctx, &path, reason, detail);
             }
         }
     }
@@ -72,6 +74,19 @@ fn git(shared: &Shared, mut g: Box<GitEnum>, ctx: &mut Ctx) -> Option<Note> {
         });
     }
     note
+}
+
+/// Names a history entry that is not read (a submodule, an unreadable
+/// tree or commit) as skipped at discovery.
+fn skip_git_item(shared: &Shared, ctx: &mut Ctx, path: &[u8], reason: SkipReason, detail: String) {
+    skip_at_discovery(
+        shared,
+        ctx,
+        ObjPath::from_file_bytes(path),
+        reason,
+        1,
+        detail,
+    );
 }
 
 /// One step of the walk: admit the pending batch (pulling one if there is

@@ -26,7 +26,7 @@ use crate::walk::{WalkConfig, WalkCursor};
 use super::frontier::{FrontierStats, ObjectFrontier, WaitList, SKIP_LABELS};
 use super::task::{EnumCursor, GitEnum, Task, WalkEnum};
 use super::{lock, run_task, ArchiveSettings, Counters, Settings, Shared, Totals, WorkerScratch};
-use crate::git::HistoryCursor;
+use crate::git::{HistoryCursor, HistoryStatus};
 
 /// Chunk buffers per worker (seed 001: the pool holds `4 × workers`).
 pub const BUFFERS_PER_WORKER: usize = 4;
@@ -162,6 +162,8 @@ pub struct ScanReport {
     pub accounting: Accounting,
     /// The executor's counters.
     pub runtime: MetricsSnapshot,
+    /// `scan git --state`: the state to write once the run is reported.
+    pub state: Option<crate::git::StateUpdate>,
 }
 
 fn settings(config: &Config, rules: &RuleSet) -> Settings {
@@ -210,10 +212,15 @@ pub fn scan_with(
     trace: Option<&std::sync::Arc<TraceSink>>,
 ) -> Result<ScanReport, ScanError> {
     let started = Instant::now();
+    let mut state = None;
     let git = match &config.git {
         Some(opts) => {
             let repo = crate::git::open(&opts.repo)?;
-            let cursor = HistoryCursor::new(&repo, opts).map_err(ScanError::Usage)?;
+            let mut cursor = HistoryCursor::new(&repo, opts).map_err(ScanError::Usage)?;
+            for note in cursor.take_notes() {
+                eprintln!("scan: {note}");
+            }
+            state = cursor.take_state_update();
             Some((repo, cursor))
         }
         None => None,
@@ -365,6 +372,7 @@ pub fn scan_with(
         summary,
         accounting,
         runtime,
+        state,
     })
 }
 
@@ -452,6 +460,7 @@ fn summary(
     }
     Summary {
         git_commits: None,
+        history: None,
         excluded: c.excluded,
         respect_gitignore: config.respect_ignore_files,
         skip_hint: false,
@@ -509,16 +518,116 @@ pub fn scan(config: &Config, tuning: &Tuning) -> Result<ScanReport, ScanError> {
     scan_with(config, rules, tuning, None)
 }
 
+/// The repositories among a directory scan's paths (`scan DIR`): those
+/// whose history is scanned, and what the summary says.
+fn dir_repositories(
+    config: &Config,
+) -> (
+    Vec<(std::path::PathBuf, gix::ThreadSafeRepository)>,
+    Option<HistoryStatus>,
+) {
+    use crate::git::auto::{repository_at, DirRepo};
+    let mut found = Vec::new();
+    let mut status = None;
+    for root in &config.paths {
+        let why = match repository_at(root) {
+            DirRepo::Found(repo) if !config.no_git_history => {
+                found.push((root.clone(), *repo));
+                continue;
+            }
+            DirRepo::Found(_) => "--no-git-history".to_owned(),
+            DirRepo::Broken(e) => e,
+            DirRepo::Inside(top) => format!(
+                "{} is inside the repository at {}: scan that directory, or `scan git {}`",
+                root.display(),
+                top.display(),
+                top.display()
+            ),
+            DirRepo::None => continue,
+        };
+        status.get_or_insert(HistoryStatus::NotScanned(why));
+    }
+    (found, status)
+}
+
+/// `scan DIR` where DIR is a repository: scans the history of each one
+/// found (after the walk, on a fresh executor sized like `scan git`'s),
+/// drops the history findings whose blob is the work tree file at that path
+/// (the walk reported them), and adds the rest, the skips and the counts
+/// to `report`. Returns the history's unreadable objects.
+fn add_histories(
+    config: &Config,
+    repos: Vec<(std::path::PathBuf, gix::ThreadSafeRepository)>,
+    tuning: &Tuning,
+    report: &mut ScanReport,
+) -> Result<u64, ScanError> {
+    let roots = config.paths.len();
+    let (mut commits, mut blobs, mut unreadable) = (0, 0, 0);
+    for (root, repo) in repos {
+        let mut hc = config.clone();
+        hc.paths = vec![root.clone()];
+        hc.git = Some(crate::git::GitOptions {
+            repo: root.clone(),
+            exclude: config.exclude.clone(),
+            ..crate::git::GitOptions::default()
+        });
+        let rules = load_rules(&hc)?;
+        let mut h = scan_with(&hc, rules, tuning, None)?;
+        crate::git::auto::drop_work_tree_copies(&repo, &mut h.findings);
+        unreadable += history_unreadable(&h.skipped);
+        commits += h.summary.git_commits.unwrap_or(0);
+        blobs += h.summary.files_scanned;
+        for mut f in h.findings {
+            f.path = crate::git::auto::below_root(&f.path, &root, roots);
+            report.findings.push(f);
+        }
+        for mut s in h.skipped {
+            s.path = crate::git::auto::below_root(&s.path, &root, roots);
+            report.skipped.push(s);
+        }
+        let sum = &mut report.summary;
+        for (k, v) in &h.summary.skipped {
+            *sum.skipped.entry(*k).or_insert(0) += v;
+        }
+        sum.bytes_scanned += h.summary.bytes_scanned;
+        sum.inline_allowed += h.summary.inline_allowed;
+        sum.elapsed += h.summary.elapsed;
+        sum.metrics.insert("git_commits", commits);
+        sum.metrics.insert("git_blobs_scanned", blobs);
+    }
+    finalize(&mut report.findings);
+    sort_skipped(&mut report.skipped);
+    report.summary.history = Some(HistoryStatus::Scanned { commits, blobs });
+    Ok(unreadable)
+}
+
+/// Objects of a history that could not be read (corrupt, missing): the
+/// history was scanned partially, and the run exits 2 after its report.
+fn history_unreadable(skipped: &[SkippedEntry]) -> u64 {
+    skipped
+        .iter()
+        .filter(|s| matches!(s.reason, SkipReason::Unreadable(_)))
+        .map(|s| s.count)
+        .sum()
+}
+
 /// The whole program: reporter (baseline and output checked first), rules,
 /// trace file, the scan, the report and the summary.
 pub fn run(mut config: Config) -> Result<Outcome, ScanError> {
     let mut provenance = None;
+    let mut repos = Vec::new();
+    let mut not_scanned = None;
     if let Some(opts) = &config.git {
         // The repository's own directory is where its `.gitleaksignore` and
         // `.gitleaks.toml` are, and SARIF's %SRCROOT%.
         let repo = crate::git::open(&opts.repo)?;
         config.paths = vec![crate::git::root_dir(&repo)];
         provenance = Some(crate::git::provenance(&repo));
+    } else {
+        (repos, not_scanned) = dir_repositories(&config);
+        if let [(_, repo)] = repos.as_slice() {
+            provenance = Some(crate::git::provenance(repo));
+        }
     }
     let mut reporter = Reporter::from_config(&config)?;
     if let Some(p) = provenance {
@@ -541,7 +650,20 @@ pub fn run(mut config: Config) -> Result<Outcome, ScanError> {
         leak_at_end: true,
         ..Tuning::default()
     };
-    let report = scan_with(&config, rules, &tuning, trace.as_ref())?;
+    let mut report = scan_with(&config, rules, &tuning, trace.as_ref())?;
+    let mut unreadable = 0;
+    if config.git.is_some() {
+        unreadable = history_unreadable(&report.skipped);
+        report.summary.history = Some(HistoryStatus::Scanned {
+            commits: report.summary.git_commits.unwrap_or(0),
+            blobs: report.summary.files_scanned,
+        });
+    } else if !repos.is_empty() {
+        unreadable = add_histories(&config, repos, &tuning, &mut report)?;
+    } else {
+        report.summary.history = not_scanned;
+    }
+    let state = report.state.take();
     let mut summary = report.summary;
     if let (Some(sink), Some(path)) = (&trace, &config.trace) {
         let stats = sink.write_to_file(path)?;
@@ -551,10 +673,27 @@ pub fn run(mut config: Config) -> Result<Outcome, ScanError> {
         let mut err = std::io::stderr().lock();
         let _ = writeln!(err, "runtime:\n{}", report.runtime);
     }
-    reporter.finish(
+    let outcome = reporter.finish(
         report.findings,
         &report.skipped,
         summary,
         &mut std::io::stderr().lock(),
-    )
+    )?;
+    if unreadable > 0 {
+        // The report is written and names them; the state is not advanced,
+        // so the next incremental run reads those commits again.
+        return Err(ScanError::Other(format!(
+            "the git history was scanned partially: {unreadable} {} could not be read \
+             (the report names {}); exit 2",
+            if unreadable == 1 { "object" } else { "objects" },
+            if unreadable == 1 { "it" } else { "them" },
+        )));
+    }
+    if let Some(state) = state {
+        state.write().map_err(|source| ScanError::Output {
+            what: format!("state file {}", state.path.display()),
+            source,
+        })?;
+    }
+    Ok(outcome)
 }

@@ -82,6 +82,9 @@ pub struct WriteOptions {
     /// The repository a `scan git` run read, for SARIF's
     /// `versionControlProvenance`.
     pub provenance: Option<Provenance>,
+    /// Whether a repository's history was scanned (SARIF run
+    /// `properties.history`).
+    pub history: Option<crate::git::HistoryStatus>,
 }
 
 /// Where a history scan's findings come from (SARIF
@@ -116,6 +119,7 @@ impl Default for WriteOptions {
             base_dir: None,
             tool_version: env!("CARGO_PKG_VERSION"),
             provenance: None,
+            history: None,
         }
     }
 }
@@ -282,6 +286,7 @@ impl Reporter {
         };
         summary.ignore_file_suppressed = self.ignore.filter(&mut findings);
         summary.findings = findings.len() as u64;
+        self.opts.history = summary.history.clone();
         if !self.metrics {
             // The counters are shown (on stderr and in json) only with --metrics.
             summary.metrics.clear();

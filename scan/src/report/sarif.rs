@@ -184,6 +184,11 @@ pub fn write_sarif(
         }
         buf.extend_from_slice(b"}]");
     }
+    if let Some(h) = &opts.history {
+        buf.extend_from_slice(b",\"properties\":{\"history\":");
+        buf.extend_from_slice(h.to_json().as_bytes());
+        buf.push(b'}');
+    }
     buf.extend_from_slice(b",\"invocations\":[{\"executionSuccessful\":true");
     buf.extend_from_slice(b",\"toolExecutionNotifications\":[");
     for (i, e) in skipped.iter().enumerate() {

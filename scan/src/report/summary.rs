@@ -14,6 +14,10 @@ pub struct Summary {
     /// `scan git`: the commits the history walk covered (the text summary
     /// then says blobs, not files); `None` for a directory scan.
     pub git_commits: Option<u64>,
+    /// `scan DIR` on a repository: whether its history was scanned (shown
+    /// as its own line, and as `history` in `json`); `None` when no
+    /// repository was found.
+    pub history: Option<crate::git::HistoryStatus>,
     /// Files (and archive members) whose bytes were scanned.
     pub files_scanned: u64,
     /// Payload bytes scanned (the overlap carried between chunks is not
@@ -87,6 +91,10 @@ impl Summary {
             self.throughput_mb_s(),
             self.workers
         ));
+        if let (Some(h), None) = (&self.history, self.git_commits) {
+            s.push_str(&h.line());
+            s.push('\n');
+        }
         if self.archives > 0 || self.archive_members > 0 {
             s.push_str(&format!(
                 "archives {}, members {}\n",
@@ -208,7 +216,11 @@ impl Summary {
             self.trace_events_dropped
         )?;
         write_counters(out, &self.metrics)?;
-        out.write_all(b"}}")
+        out.write_all(b"}")?;
+        if let Some(h) = &self.history {
+            write!(out, ",\"history\":{}", h.to_json())?;
+        }
+        out.write_all(b"}")
     }
 }
 
