@@ -10,7 +10,7 @@
 //!   cancellation [`shield`]s, and the tokio API people reach for first:
 //!   [`spawn_blocking`], [`block_in_place`], [`JoinSet`], [`task::id`],
 //!   `time::timeout`, [`Runtime::enter`], [`Handle::block_on`],
-//!   [`Handle::metrics`]);
+//!   [`Handle::metrics`], `#[main]`/`#[test]`);
 //! - component graphs: [`lanes`] runs a graph of components in epochs on a
 //!   [`lanes::LaneRuntime`] (its own workers on the same loop), each
 //!   invocation on an `event_loop`, `fixed_rate` or `thread_pool` lane
@@ -49,5 +49,11 @@ pub use rt::{
     EnterGuard, Handle, JoinError, JoinHandle, JoinSet, Runtime, RuntimeMetrics, Shield, TaskId,
     WorkerCounters, YieldNow,
 };
+
+/// `#[magpie_runtime::main]` and `#[magpie_runtime::test]` (feature `macros`,
+/// on by default): an `async fn` run on a new [`Runtime`] with `block_on`.
+/// Arguments: `worker_threads = N`, `start_paused = true`.
+#[cfg(feature = "macros")]
+pub use magpie_macros::{main, test};
 pub use sched::{LifoMode, LocalMode, SchedEvent, Source};
 pub use worker_id::current_worker_id;
