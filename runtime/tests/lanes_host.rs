@@ -382,3 +382,141 @@ rt_policy = "other"
     );
     assert_eq!(r.diagnostics.len(), 8);
 }
+
+/// `GRAPH` in YAML, in the seed's shape (`lanes: main: type: ...`).
+const GRAPH_YAML: &str = "
+lanes:
+  main:
+    type: event_loop
+components:
+  - name: src
+    kind: source
+    lane: main
+    execution:
+      priority: high
+  - { name: relay, kind: relay, lane: main }
+edges:
+  - from: src.out
+    to: relay.in
+";
+
+#[test]
+fn a_graph_loaded_from_yaml_runs_like_the_same_graph_loaded_from_toml() {
+    let mut runs = Vec::new();
+    for yaml in [false, true] {
+        let (log, seen) = (log(), Arc::new(Mutex::new(Vec::new())));
+        let reg = registry(&log, &seen);
+        let g = if yaml {
+            lanes::load_yaml(GRAPH_YAML, &reg).unwrap()
+        } else {
+            lanes::load_toml(GRAPH, &reg).unwrap()
+        };
+        assert!(g.diagnostics().is_empty());
+        let rt = runtime(1);
+        let r = lanes::run(g, &rt, opts(2));
+        assert_eq!(r.stop_reason, StopReason::Completed);
+        let seen = seen.lock().unwrap().clone();
+        runs.push((
+            seen,
+            r.metrics.priority_high_count,
+            r.metrics.priority_normal_count,
+        ));
+    }
+    assert_eq!(runs[0], (vec![(1, vec![10]), (2, vec![20])], 2, 2));
+    assert_eq!(runs[0], runs[1]);
+}
+
+#[test]
+fn yaml_graphs_get_the_same_validation_and_clear_errors_for_what_yaml_adds() {
+    let (log, seen) = (log(), Arc::new(Mutex::new(Vec::new())));
+    let reg = registry(&log, &seen);
+    // The same checks as TOML: they run on one tree.
+    let err = lanes::load_yaml(&GRAPH_YAML.replace("high", "urgent"), &reg).unwrap_err();
+    assert_eq!(err, SpecError::UnknownPriority("urgent".into()));
+    let err =
+        lanes::load_yaml(&GRAPH_YAML.replace("event_loop", "isolated_thread"), &reg).unwrap_err();
+    assert!(matches!(&err, SpecError::UnknownLaneType { found, .. } if found == "isolated_thread"));
+    // What only YAML can say.
+    let err = lanes::load_yaml("lanes:\n  main:\n    type:\n", &reg).unwrap_err();
+    assert!(
+        matches!(&err, SpecError::Yaml(m) if m.contains("lanes.main.type") && m.contains("null")),
+        "{err}"
+    );
+    let err = lanes::load_yaml("lanes: {}\n---\nlanes: {}\n", &reg).unwrap_err();
+    assert!(
+        matches!(&err, SpecError::Yaml(m) if m.contains("one document")),
+        "{err}"
+    );
+    let err = lanes::load_yaml("- a\n- b\n", &reg).unwrap_err();
+    assert!(
+        matches!(&err, SpecError::Yaml(m) if m.contains("mapping")),
+        "{err}"
+    );
+    let err = lanes::load_yaml("lanes: [unclosed\n", &reg).unwrap_err();
+    assert!(matches!(&err, SpecError::Yaml(_)), "{err}");
+    assert!(err.to_string().starts_with("invalid YAML graph"));
+}
+
+#[test]
+fn advisory_diagnostics_are_the_same_from_yaml_and_toml() {
+    let toml = "
+[lanes.control]
+type = \"fixed_rate\"
+hz = 100
+priority = \"high\"
+cpu_affinity = [0, 1]
+rt_policy = \"fifo\"
+thread_name = \"ctl\"
+";
+    let yaml = "
+lanes:
+  control:
+    type: fixed_rate
+    hz: 100
+    priority: high
+    cpu_affinity: [0, 1]
+    rt_policy: fifo
+    thread_name: ctl
+";
+    let fields = |g: &lanes::Graph| -> Vec<(String, &'static str)> {
+        g.diagnostics()
+            .iter()
+            .map(|d| (d.lane.clone(), d.field))
+            .collect()
+    };
+    let a = lanes::load_toml(toml, &Registry::new()).unwrap();
+    let b = lanes::load_yaml(yaml, &Registry::new()).unwrap();
+    assert_eq!(fields(&a).len(), 4, "{:?}", fields(&a));
+    assert_eq!(fields(&a), fields(&b));
+}
+
+#[test]
+fn load_file_reads_yaml_or_toml_by_extension() {
+    let dir = std::env::temp_dir().join(format!("magpie-lanes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log, seen) = (log(), Arc::new(Mutex::new(Vec::new())));
+    let reg = registry(&log, &seen);
+    for (name, text) in [
+        ("g.yaml", GRAPH_YAML),
+        ("g.yml", GRAPH_YAML),
+        ("g.toml", GRAPH),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let g = lanes::load_file(&path, &reg).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(g.diagnostics().is_empty(), "{name}");
+    }
+    // YAML text under a .toml name is read as TOML, and fails as TOML.
+    let path = dir.join("wrong.toml");
+    std::fs::write(&path, GRAPH_YAML).unwrap();
+    assert!(matches!(
+        lanes::load_file(&path, &reg),
+        Err(SpecError::Toml(_))
+    ));
+    let missing = dir.join("missing.yaml");
+    assert!(matches!(
+        lanes::load_file(&missing, &reg),
+        Err(SpecError::Io(m)) if m.contains("missing.yaml")
+    ));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -176,3 +176,138 @@ fn a_truncated_xz_file_is_counted_corrupt_and_the_rest_is_scanned() {
     assert_eq!(s.get("archive_corrupt"), Some(&1), "{s:?}");
     assert_accounting(&run.summary());
 }
+
+/// A skippable frame (magic 0x184D2A50, then a little-endian length, then
+/// that many bytes), as `pzstd` and seekable-zstd writers put between frames.
+fn skippable(payload: &[u8]) -> Vec<u8> {
+    let mut v = 0x184D_2A50u32.to_le_bytes().to_vec();
+    v.extend_from_slice(&u32::try_from(payload.len()).unwrap().to_le_bytes());
+    v.extend_from_slice(payload);
+    v
+}
+
+#[test]
+fn every_frame_of_a_multi_frame_zstd_file_is_read() {
+    let dir = tempdir();
+    let d = dir.path();
+    let t: Vec<String> = (40..44).map(github_token).collect();
+    // Three frames, a skippable frame between the second and third: the
+    // file's content is the three frames' contents in order.
+    let mut multi = zst(format!("A={}\n", t[0]).as_bytes());
+    multi.extend(zst(format!("B={}\n", t[1]).as_bytes()));
+    multi.extend(skippable(b"not content, never scanned"));
+    multi.extend(zst(format!("C={}\n", t[2]).as_bytes()));
+    put(d, "multi.env.zst", &multi);
+    // A tar cut into two frames in the middle of a member's data.
+    let tar = tar_of(&[("deep/k.env", format!("K={}\n", t[3]).as_bytes())]);
+    let (a, b) = tar.split_at(600);
+    let mut split = zst(a);
+    split.extend(zst(b));
+    put(d, "split.tar.zst", &split);
+    let (run, f) = found(d, &[]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    let mut want = vec![
+        ("multi.env.zst!multi.env".to_owned(), t[0].clone()),
+        ("multi.env.zst!multi.env".to_owned(), t[1].clone()),
+        ("multi.env.zst!multi.env".to_owned(), t[2].clone()),
+        ("split.tar.zst!deep/k.env".to_owned(), t[3].clone()),
+    ];
+    want.sort();
+    assert_eq!(f, want);
+    assert_accounting(&run.summary());
+}
+
+#[test]
+fn a_zstd_file_cut_inside_a_skippable_frame_is_counted_corrupt() {
+    let dir = tempdir();
+    let d = dir.path();
+    let t = github_token(45);
+    let mut cut = zst(format!("A={t}\n").as_bytes());
+    let skip = skippable(&[0u8; 64]);
+    cut.extend_from_slice(&skip[..20]);
+    put(d, "cut.env.zst", &cut);
+    let (run, f) = found(d, &[]);
+    // The first frame's secret is read before the cut is found.
+    assert_eq!(
+        f,
+        vec![("cut.env.zst!cut.env".to_owned(), t)],
+        "{}",
+        run.stderr
+    );
+    let s = skipped(&run.summary());
+    assert_eq!(s.get("archive_corrupt"), Some(&1), "{s:?}");
+    assert_accounting(&run.summary());
+}
+
+/// Runs `cat FILE | scan --format json [ARGS] -`: the archive arrives on a
+/// pipe, which cannot seek.
+fn scan_piped(dir: &std::path::Path, file: &str, args: &[&str]) -> Run {
+    let mut cmd = std::process::Command::new("sh");
+    cmd.current_dir(dir)
+        .arg("-c")
+        .arg(r#"f=$1; b=$2; shift 2; cat "$f" | "$b" --no-progress --format json --metrics "$@" -"#)
+        .args(["sh", file, bin()])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    run_guarded(cmd)
+}
+
+#[test]
+fn an_archive_on_standard_input_is_detected_and_read() {
+    let dir = tempdir();
+    let d = dir.path();
+    let t: Vec<String> = (50..53).map(github_token).collect();
+    put(
+        d,
+        "in.tar.zst",
+        &zst(&tar_of(&[(
+            "a/one.env",
+            format!("K={}\n", t[0]).as_bytes(),
+        )])),
+    );
+    // A zip needs random access: the pipe is spooled to a temp file first.
+    put(
+        d,
+        "in.zip",
+        &zip_of(&[("two.env", format!("K={}\n", t[1]).as_bytes())]),
+    );
+    put(d, "in.env.bz2", &bz2(format!("K={}\n", t[2]).as_bytes()));
+    for (file, member, token) in [
+        ("in.tar.zst", "a/one.env", &t[0]),
+        ("in.zip", "two.env", &t[1]),
+        ("in.env.bz2", "<stdin>", &t[2]),
+    ] {
+        let run = scan_piped(d, file, &[]);
+        assert_eq!(run.code, Some(1), "{file}: {}", run.stderr);
+        let f = run.findings();
+        assert_eq!(f.len(), 1, "{file}: {f:?}");
+        assert_eq!(f[0]["secret"], token.as_str(), "{file}");
+        let path = f[0]["path"].as_str().unwrap();
+        assert!(
+            path.starts_with("<stdin>!") && path.ends_with(member),
+            "{file}: {path}"
+        );
+        assert_accounting(&run.summary());
+    }
+}
+
+#[test]
+fn an_archive_on_standard_input_past_the_size_limit_is_named_too_large() {
+    let dir = tempdir();
+    let d = dir.path();
+    let big: Vec<u8> = (0..200_000u32).flat_map(|i| i.to_le_bytes()).collect();
+    put(d, "big.zip", &zip_of(&[("noise.bin", &big)]));
+    let run = scan_piped(d, "big.zip", &["--max-file-size", "64K"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let v = run.json();
+    assert_eq!(v["skipped"][0]["reason"], "too_large", "{v}");
+    assert!(
+        v["skipped"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("zip archive on a stream"),
+        "{v}"
+    );
+}

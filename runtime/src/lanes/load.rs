@@ -1,4 +1,6 @@
-//! Loading a graph from a TOML file in seed 004's shape:
+//! Loading a graph from a TOML or YAML file in seed 004's shape. A YAML
+//! file is read into the same tree as a TOML file (mappings become tables),
+//! so both go through one validation. In TOML:
 //!
 //! ```toml
 //! [lanes.control]
@@ -23,6 +25,18 @@
 //! [[edges]]
 //! from = "camera.frame"
 //! to = "detector.frame"
+//! ```
+//!
+//! and the same in YAML:
+//!
+//! ```yaml
+//! lanes:
+//!   control: { type: fixed_rate, period_ms: 10, overrun_policy: drop_tick, max_ticks: 100 }
+//!   pool: { type: thread_pool, max_threads: 4, queue_capacity: 16, overflow: drop_oldest }
+//! components:
+//!   - { name: camera, kind: camera, lane: control, execution: { priority: high } }
+//! edges:
+//!   - { from: camera.frame, to: detector.frame }
 //! ```
 
 use std::collections::BTreeMap;
@@ -69,13 +83,81 @@ impl Registry {
     }
 }
 
-/// Parses, validates and compiles a graph file. Advisory fields end up in
-/// [`Graph::diagnostics`].
+/// Parses, validates and compiles a graph file in TOML. Advisory fields end
+/// up in [`Graph::diagnostics`].
 pub fn load_toml(text: &str, registry: &Registry) -> Result<Graph, SpecError> {
     let root: Table = text
         .parse::<Table>()
         .map_err(|e| SpecError::Toml(e.to_string()))?;
-    check_keys(&root, "the file", &["lanes", "components", "edges"])?;
+    load_table(&root, registry)
+}
+
+/// [`load_toml`] for a YAML file (one document; mappings with string keys,
+/// no `null` values, anchors resolved by the YAML reader).
+pub fn load_yaml(text: &str, registry: &Registry) -> Result<Graph, SpecError> {
+    let docs =
+        yaml_rust2::YamlLoader::load_from_str(text).map_err(|e| SpecError::Yaml(e.to_string()))?;
+    let root = match docs.as_slice() {
+        [] => Table::new(),
+        [doc] => match yaml_to_toml(doc, "the file")? {
+            Value::Table(t) => t,
+            _ => return Err(SpecError::Yaml("the file must be a mapping".into())),
+        },
+        _ => return Err(SpecError::Yaml("one document per file".into())),
+    };
+    load_table(&root, registry)
+}
+
+/// [`load_yaml`] for `.yaml`/`.yml` files, [`load_toml`] otherwise.
+pub fn load_file(path: &std::path::Path, registry: &Registry) -> Result<Graph, SpecError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| SpecError::Io(format!("{}: {e}", path.display())))?;
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("yaml" | "yml") => load_yaml(&text, registry),
+        _ => load_toml(&text, registry),
+    }
+}
+
+/// A YAML node as the TOML value the loader reads.
+fn yaml_to_toml(y: &yaml_rust2::Yaml, at: &str) -> Result<Value, SpecError> {
+    use yaml_rust2::Yaml;
+    Ok(match y {
+        Yaml::String(s) => Value::String(s.clone()),
+        Yaml::Integer(i) => Value::Integer(*i),
+        Yaml::Real(_) => Value::Float(
+            y.as_f64()
+                .ok_or_else(|| SpecError::Yaml(format!("{at}: not a number")))?,
+        ),
+        Yaml::Boolean(b) => Value::Boolean(*b),
+        Yaml::Array(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| yaml_to_toml(v, &format!("{at}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Yaml::Hash(map) => {
+            let mut t = Table::new();
+            for (k, v) in map {
+                let key = match k {
+                    Yaml::String(s) => s.clone(),
+                    Yaml::Integer(i) => i.to_string(),
+                    _ => return Err(SpecError::Yaml(format!("{at}: keys must be strings"))),
+                };
+                let value = yaml_to_toml(v, &format!("{at}.{key}"))?;
+                t.insert(key, value);
+            }
+            Value::Table(t)
+        }
+        Yaml::Null => return Err(SpecError::Yaml(format!("{at}: a value is missing (null)"))),
+        Yaml::Alias(_) | Yaml::BadValue => {
+            return Err(SpecError::Yaml(format!("{at}: not a plain value")))
+        }
+    })
+}
+
+fn load_table(root: &Table, registry: &Registry) -> Result<Graph, SpecError> {
+    check_keys(root, "the file", &["lanes", "components", "edges"])?;
     let mut b = GraphBuilder::new();
     if let Some(lanes) = root.get("lanes") {
         let lanes = as_table(lanes, "the file", "lanes")?;

@@ -16,7 +16,7 @@
 //!   policies, reentrancy limits and starvation aging.
 //!
 //! Build a graph in code with [`GraphBuilder`] or load one with
-//! [`load_toml`]; run it with [`run`]. `lanes/README.md` has the design.
+//! [`load_toml`] or [`load_yaml`] ([`load_file`] picks by extension); run it with [`run`]. `lanes/README.md` has the design.
 
 mod graph;
 mod host;
@@ -33,7 +33,7 @@ pub use graph::{
     GraphContext, Input, Invocation, Output, PortDecl,
 };
 pub use host::{LaneRuntime, LaneRuntimeBuilder, LANE_PARK_TIMEOUT};
-pub use load::{load_toml, Registry};
+pub use load::{load_file, load_toml, load_yaml, Registry};
 pub use metrics::{SchedulerMetrics, METRIC_NAMES};
 pub use pool::{Admission, Dispatch, DropReason, Job, PoolLane, PoolStats, Then};
 pub use run::{run, ClockMode, RunError, RunErrorKind, RunOptions, RunResult, StopReason};

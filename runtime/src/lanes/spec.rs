@@ -429,6 +429,11 @@ pub enum SpecError {
     UnknownKind(String),
     /// The TOML does not parse.
     Toml(String),
+    /// The YAML does not parse, or holds what a graph file cannot (a null,
+    /// a non-string key, several documents).
+    Yaml(String),
+    /// The graph file cannot be read.
+    Io(String),
 }
 
 impl fmt::Display for SpecError {
@@ -473,6 +478,8 @@ impl fmt::Display for SpecError {
             }
             SpecError::UnknownKind(k) => write!(f, "no component factory for kind `{k}`"),
             SpecError::Toml(e) => write!(f, "invalid TOML: {e}"),
+            SpecError::Yaml(e) => write!(f, "invalid YAML graph: {e}"),
+            SpecError::Io(e) => write!(f, "cannot read the graph file: {e}"),
         }
     }
 }

@@ -157,6 +157,9 @@ struct Member {
     handed: u64,
     peek: Vec<u8>,
     peek_pos: usize,
+    /// An error met while peeking after some bytes had been read: returned
+    /// once those bytes have been replayed, so they are scanned first.
+    deferred: Option<ArchiveError>,
     /// The member ended or was abandoned after a member-scope error.
     ended: bool,
 }
@@ -252,8 +255,10 @@ impl Inner {
                 let mut dec = DecLayer::new(source, codec, limits.max_inflation_ratio)
                     .map_err(|e| ArchiveError::from_io(&e, ErrorScope::Archive))?;
                 let mut head = vec![0u8; SNIFF_LEN];
-                let got = read_full(&mut dec, &mut head)
-                    .map_err(|e| ArchiveError::from_io(&e, ErrorScope::Archive))?;
+                // A stream that fails within its first 512 bytes is read as
+                // a single file: the bytes before the failure are scanned,
+                // then the member reports the error.
+                let got = dec.read_head(&mut head);
                 head.truncate(got);
                 let is_tar = got == SNIFF_LEN && super::detect::is_tar_header(&head);
                 let stream = Stream::new(head, StreamBody::Dec(Box::new(dec)));
@@ -400,18 +405,25 @@ impl Inner {
     }
 
     pub(crate) fn read_member(&mut self, buf: &mut [u8]) -> Result<usize, ArchiveError> {
+        // The peeked bytes first, even after an error met while peeking
+        // (that error comes next).
+        if let Some(m) = self.member.as_mut() {
+            if m.peek_pos < m.peek.len() {
+                let n = (m.peek.len() - m.peek_pos).min(buf.len());
+                buf[..n].copy_from_slice(&m.peek[m.peek_pos..m.peek_pos + n]);
+                m.peek_pos += n;
+                m.handed += n as u64;
+                return Ok(n);
+            }
+            if let Some(e) = m.deferred.take() {
+                return Err(e);
+            }
+        }
         if let Some(e) = &self.fatal {
             return Err(e.clone());
         }
-        let Some(m) = self.member.as_mut() else {
+        if self.member.is_none() {
             return Ok(0);
-        };
-        if m.peek_pos < m.peek.len() {
-            let n = (m.peek.len() - m.peek_pos).min(buf.len());
-            buf[..n].copy_from_slice(&m.peek[m.peek_pos..m.peek_pos + n]);
-            m.peek_pos += n;
-            m.handed += n as u64;
-            return Ok(n);
         }
         let n = self.pull(buf)?;
         if let Some(m) = self.member.as_mut() {
@@ -475,6 +487,7 @@ impl Inner {
                 handed: 0,
                 peek: Vec::new(),
                 peek_pos: 0,
+                deferred: None,
                 ended: member_error.is_some(),
             });
             if let Some(e) = member_error {
@@ -487,17 +500,45 @@ impl Inner {
             // replayed by read_member.
             let mut peek = vec![0u8; SNIFF_LEN];
             let mut got = 0;
+            let mut deferred = None;
             while got < peek.len() {
-                let n = self.pull(&mut peek[got..])?;
-                if n == 0 {
-                    break;
+                match self.pull(&mut peek[got..]) {
+                    Ok(0) => break,
+                    Ok(n) => got += n,
+                    // Keep what was read: the member's reader gets these
+                    // bytes, then the error.
+                    Err(e) if got > 0 => {
+                        deferred = Some(e);
+                        break;
+                    }
+                    Err(e) => return Err(e),
                 }
-                got += n;
             }
             peek.truncate(got);
-            let nested = sniff(&peek);
-            if let Some(m) = self.member.as_mut() {
-                m.peek = peek;
+            let nested = if deferred.is_some() {
+                None
+            } else {
+                sniff(&peek)
+            };
+            match self.member.as_mut() {
+                Some(m) => {
+                    m.peek = peek;
+                    m.deferred = deferred;
+                }
+                // An archive-wide error dropped the member (`fail`): it is
+                // kept, ended, for its peeked bytes and then the error.
+                None if deferred.is_some() => {
+                    self.member = Some(Member {
+                        name: h.name.clone(),
+                        pulled: got as u64,
+                        handed: 0,
+                        peek,
+                        peek_pos: 0,
+                        deferred,
+                        ended: true,
+                    });
+                }
+                None => {}
             }
             return Ok(Some(MemberInfo {
                 name: h.name,

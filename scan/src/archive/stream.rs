@@ -161,7 +161,8 @@ pub(crate) enum Codec {
     Bzip2,
     /// `.xz` (concatenated streams read as one, as `xz -d` does).
     Xz,
-    /// `.zst` (one frame).
+    /// `.zst` (every frame, one after another, as `zstd -d` reads them;
+    /// skippable frames are skipped).
     Zstd,
 }
 
@@ -172,7 +173,7 @@ pub(crate) const XZ_MEM_LIMIT_KIB: u32 = 64 * 1024;
 enum Dec {
     Bzip2(bzip2::read::MultiBzDecoder<Counted<Source>>),
     Xz(Box<lzma_rust2::XzReader<Counted<Source>>>),
-    Zstd(Box<ruzstd::decoding::StreamingDecoder<Counted<Source>, ruzstd::decoding::FrameDecoder>>),
+    Zstd(Box<ZstdFrames<Counted<Source>>>),
 }
 
 /// A bzip2, xz or zstd decoder that refuses to inflate past the ratio, as
@@ -181,6 +182,9 @@ pub(crate) struct DecLayer {
     dec: Dec,
     out: u64,
     max_ratio: u64,
+    /// An error met while reading the head for detection, returned by the
+    /// next read, after the head's bytes have been replayed.
+    deferred: Option<io::Error>,
 }
 
 impl DecLayer {
@@ -196,29 +200,50 @@ impl DecLayer {
                 true,
                 XZ_MEM_LIMIT_KIB,
             ))),
-            Codec::Zstd => Dec::Zstd(Box::new(
-                ruzstd::decoding::StreamingDecoder::new(counted)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?,
-            )),
+            Codec::Zstd => Dec::Zstd(Box::new(ZstdFrames::new(counted)?)),
         };
         Ok(DecLayer {
             dec,
             out: 0,
             max_ratio,
+            deferred: None,
         })
+    }
+
+    /// Fills `head` as far as the stream goes (detection wants its first
+    /// [`SNIFF_LEN`](super::SNIFF_LEN) bytes). An error keeps the bytes read
+    /// before it: they are returned, and the error comes from the next read,
+    /// so a stream cut short still has its good start scanned.
+    pub(crate) fn read_head(&mut self, head: &mut [u8]) -> usize {
+        let mut got = 0;
+        while got < head.len() {
+            match self.read(&mut head[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.deferred = Some(e);
+                    break;
+                }
+            }
+        }
+        got
     }
 
     fn compressed_in(&self) -> u64 {
         match &self.dec {
             Dec::Bzip2(d) => d.get_ref().count,
             Dec::Xz(d) => d.inner().count,
-            Dec::Zstd(d) => d.get_ref().count,
+            Dec::Zstd(d) => d.src.count,
         }
     }
 }
 
 impl Read for DecLayer {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
         let n = match &mut self.dec {
             Dec::Bzip2(d) => d.read(buf)?,
             Dec::Xz(d) => d.read(buf)?,
@@ -235,6 +260,92 @@ impl Read for DecLayer {
             .into_io());
         }
         Ok(n)
+    }
+}
+
+/// A zstd stream of one or more frames, decoded one frame after another
+/// into one output (what `zstd -d` and `pzstd` write: a multi-frame file is
+/// the concatenation of its frames' contents). Skippable frames (magic
+/// `0x184D2A50`-`0x184D2A5F`) are skipped without being buffered.
+/// `ruzstd`'s `StreamingDecoder` reads one frame only.
+pub(crate) struct ZstdFrames<R: Read> {
+    pub(crate) src: R,
+    dec: ruzstd::decoding::FrameDecoder,
+    /// The input ended cleanly after a whole frame.
+    done: bool,
+}
+
+impl<R: Read> ZstdFrames<R> {
+    pub(crate) fn new(src: R) -> io::Result<Self> {
+        let mut z = ZstdFrames {
+            src,
+            dec: ruzstd::decoding::FrameDecoder::new(),
+            done: false,
+        };
+        z.done = !z.next_frame()?;
+        Ok(z)
+    }
+
+    /// Reads the next frame's header; false at a clean end of the input
+    /// (no byte left between frames).
+    fn next_frame(&mut self) -> io::Result<bool> {
+        use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
+        loop {
+            let mut first = [0u8; 1];
+            let n = loop {
+                match self.src.read(&mut first) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    r => break r?,
+                }
+            };
+            if n == 0 {
+                return Ok(false);
+            }
+            let mut header = (&first[..]).chain(&mut self.src);
+            match self.dec.init(&mut header) {
+                Ok(()) => return Ok(true),
+                Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
+                    length,
+                    ..
+                })) => {
+                    let want = u64::from(length);
+                    let got = io::copy(&mut (&mut self.src).take(want), &mut io::sink())?;
+                    if got < want {
+                        return Err(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            format!("zstd skippable frame cut short: {got} of {want} bytes"),
+                        ));
+                    }
+                }
+                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
+            }
+        }
+    }
+}
+
+impl<R: Read> Read for ZstdFrames<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use ruzstd::decoding::BlockDecodingStrategy;
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        while !self.done {
+            // As ruzstd's StreamingDecoder: decode blocks until a buffer's
+            // worth can be collected or the frame ends.
+            while self.dec.can_collect() < buf.len() && !self.dec.is_finished() {
+                let more = buf.len() - self.dec.can_collect();
+                self.dec
+                    .decode_blocks(&mut self.src, BlockDecodingStrategy::UptoBytes(more))
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+            }
+            let n = self.dec.read(buf)?;
+            if n > 0 {
+                return Ok(n);
+            }
+            // This frame is drained: on to the next, if any.
+            self.done = !self.next_frame()?;
+        }
+        Ok(0)
     }
 }
 

@@ -217,6 +217,26 @@ fn spool(data: &[u8]) -> io::Result<std::fs::File> {
     Ok(f)
 }
 
+/// Copies a stream (its first bytes already read into `head`) into an
+/// unnamed temp file, at most `limit` bytes in all; `None` when the stream
+/// holds more. Memory stays at `io::copy`'s buffer.
+fn spool_stream(
+    head: &[u8],
+    stream: &mut std::fs::File,
+    limit: u64,
+) -> io::Result<Option<std::fs::File>> {
+    use std::io::{Read, Seek, Write};
+    let mut f = tempfile::tempfile()?;
+    f.write_all(head)?;
+    let room = limit.saturating_sub(head.len() as u64);
+    let copied = io::copy(&mut stream.take(room.saturating_add(1)), &mut f)?;
+    if copied > room {
+        return Ok(None);
+    }
+    f.rewind()?;
+    Ok(Some(f))
+}
+
 /// The next chunk of a decoded blob: the overlap prefix and up to a chunk
 /// of new bytes, copied from the blob into the pool buffer.
 fn blob_chunk(
@@ -395,6 +415,28 @@ fn stream_chunk(
     buf.set_len(prefix + n);
     ctx.scratch.counters.bytes_fetched += (prefix + n) as u64;
     let note = Note::of(ctx, TaskKind::FetchSync, &obj, offset, n as u64);
+    if offset == 0 && error.is_none() && shared.settings.archives.is_some() {
+        if let Some(kind) = sniff(&buf[..n.min(SNIFF_LEN)]) {
+            // An archive on standard input or a FIFO: the archive readers
+            // want a file (a zip seeks to its directory), so the stream is
+            // spooled to an unnamed temp file, bounded like any file.
+            let head = buf[..n].to_vec();
+            drop(buf);
+            match spool_stream(&head, &mut file, limit) {
+                Ok(Some(spooled)) => open_archive(shared, obj, spooled, kind, ctx),
+                Ok(None) => {
+                    let reason = SkipReason::TooLarge {
+                        size: limit.saturating_add(1),
+                        limit,
+                    };
+                    let detail = format!("a {kind} archive on a stream, not read");
+                    end_skipped(ctx, &obj, reason, detail);
+                }
+                Err(e) => end_skipped(ctx, &obj, SkipReason::from_io(&e), e.to_string()),
+            }
+            return note;
+        }
+    }
     let last = eof || error.is_some() || over || at_limit_end;
     let meta = chunks.advance(&buf, last);
     if let Some(e) = error {
