@@ -25,6 +25,13 @@ use crate::worker_id;
 
 /// A pool of worker threads running tasks of type `T` with one runner.
 ///
+/// **Dropping** an `Executor` that was not [`join`](Executor::join)ed is a
+/// [`shutdown`](Executor::shutdown) followed by joining the threads: no new
+/// task is accepted, tasks still queued are **dropped without running**
+/// (their destructors run, see `shutdown`), and a panic raised by a task is
+/// discarded rather than raised again. To run everything that was spawned,
+/// call `join`.
+///
 /// ```
 /// use magpie_runtime::{Executor, ExecutorConfig, WorkerCtx};
 /// use std::sync::atomic::{AtomicU64, Ordering};
@@ -231,9 +238,68 @@ impl<T: Send + 'static> Executor<T> {
         spawn_batch(&self.shared, tasks)
     }
 
-    /// Stops the executor without draining: no new spawns are accepted,
-    /// workers stop after their current task, and tasks still queued are
-    /// dropped. Call [`join`](Executor::join) afterwards to collect the threads.
+    /// Stops the executor without draining, and returns at once (it does
+    /// not wait for the workers):
+    ///
+    /// - spawns fail from now on (they hand the task back);
+    /// - each worker notices at its next look at the shared `done` flag: at
+    ///   the start of each tick of up to 128 tasks (`BUDGET_PER_TICK`) and
+    ///   after each idle spell, so a busy worker may still run up to 127
+    ///   queued tasks (and the task it is in) before it stops;
+    /// - tasks still queued then are dropped, never run. Their destructors
+    ///   run when the queues are freed: the global queue's and the rings'
+    ///   when the last [`ExecutorHandle`] and the `Executor` itself are
+    ///   gone, so a handle kept alive keeps them alive too.
+    ///
+    /// Call [`join`](Executor::join) afterwards to wait for the threads and
+    /// collect the metrics (or drop the `Executor`).
+    ///
+    /// ```
+    /// use magpie_runtime::{Executor, ExecutorConfig, WorkerCtx};
+    /// use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    ///
+    /// /// Counts its runs and its drops; the first one holds its worker.
+    /// struct Job { first: bool, ran: Arc<AtomicUsize>, dropped: Arc<AtomicUsize> }
+    /// impl Drop for Job {
+    ///     fn drop(&mut self) { self.dropped.fetch_add(1, SeqCst); }
+    /// }
+    /// let (ran, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    /// let (started, release) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    /// let (s, r) = (started.clone(), release.clone());
+    /// let ex = Executor::new(
+    ///     ExecutorConfig { workers: 1, ..Default::default() },
+    ///     |_| (),
+    ///     move |job: Job, _: &mut WorkerCtx<Job, ()>| {
+    ///         job.ran.fetch_add(1, SeqCst);
+    ///         if job.first {
+    ///             s.store(true, SeqCst);
+    ///             for _ in 0..60_000 {
+    ///                 if r.load(SeqCst) { break; }
+    ///                 std::thread::sleep(Duration::from_millis(1));
+    ///             }
+    ///         }
+    ///     },
+    /// );
+    /// let job = |first| Job { first, ran: ran.clone(), dropped: dropped.clone() };
+    /// ex.spawn_external(job(true)).ok().unwrap();
+    /// for _ in 0..60_000 {
+    ///     if started.load(SeqCst) { break; }
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
+    /// for _ in 0..999 {
+    ///     ex.spawn_external(job(false)).ok().unwrap();
+    /// }
+    /// ex.shutdown();
+    /// assert!(ex.spawn_external(job(false)).is_err(), "closed");
+    /// release.store(true, SeqCst);
+    /// drop(ex);
+    /// // At most one tick (128 tasks) ran after the shutdown; every task was
+    /// // dropped exactly once, run or not (1000 spawned, 1 refused).
+    /// assert!(ran.load(SeqCst) <= 128, "{} ran", ran.load(SeqCst));
+    /// assert_eq!(dropped.load(SeqCst), 1001);
+    /// ```
     pub fn shutdown(&self) {
         shutdown(&self.shared);
     }
@@ -273,6 +339,8 @@ impl<T: Send + 'static> Executor<T> {
     }
 }
 
+/// Not joined: shut down (queued tasks dropped without running), then wait
+/// for the threads. A task's panic is not raised again here.
 impl<T: Send + 'static> Drop for Executor<T> {
     fn drop(&mut self) {
         if self.threads.is_empty() {
@@ -329,7 +397,8 @@ impl<T: Send + 'static> ExecutorHandle<T> {
         self.shared.gate.is_accepting()
     }
 
-    /// Same as [`Executor::shutdown`].
+    /// Same as [`Executor::shutdown`]: stops the executor and returns at once;
+    /// queued tasks are dropped, never run.
     pub fn shutdown(&self) {
         shutdown(&self.shared);
     }

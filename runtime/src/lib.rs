@@ -7,7 +7,10 @@
 //!   runner function, seed 000's API;
 //! - futures: [`Runtime`] (tokio-shaped: `Runtime::builder().worker_threads(n)
 //!   .build()`, `block_on`, [`spawn`], [`yield_now`], [`JoinHandle`], [`time`],
-//!   cancellation [`shield`]s);
+//!   cancellation [`shield`]s, and the tokio API people reach for first:
+//!   [`spawn_blocking`], [`block_in_place`], [`JoinSet`], [`task::id`],
+//!   `time::timeout`, [`Runtime::enter`], [`Handle::block_on`],
+//!   [`Handle::metrics`], `#[main]`/`#[test]`);
 //! - component graphs: [`lanes`] runs a graph of components in epochs on a
 //!   [`lanes::LaneRuntime`] (its own workers on the same loop), each
 //!   invocation on an `event_loop`, `fixed_rate` or `thread_pool` lane
@@ -42,8 +45,15 @@ pub use config::{ExecutorConfig, DEFAULT_SEED, MAX_PARK_TIMEOUT};
 pub use executor::{Executor, ExecutorHandle, WorkerCtx};
 pub use metrics::{MetricsSnapshot, WorkerMetrics};
 pub use rt::{
-    shield, spawn, yield_now, AbortHandle, Builder, Handle, JoinError, JoinHandle, Runtime, Shield,
-    TaskId, YieldNow,
+    block_in_place, shield, spawn, spawn_blocking, task, yield_now, AbortHandle, Builder,
+    EnterGuard, Handle, JoinError, JoinHandle, JoinSet, Runtime, RuntimeMetrics, Shield, TaskId,
+    WorkerCounters, YieldNow,
 };
+
+/// `#[magpie_runtime::main]` and `#[magpie_runtime::test]` (feature `macros`,
+/// on by default): an `async fn` run on a new [`Runtime`] with `block_on`.
+/// Arguments: `worker_threads = N`, `start_paused = true`.
+#[cfg(feature = "macros")]
+pub use magpie_macros::{main, test};
 pub use sched::{LifoMode, LocalMode, SchedEvent, Source};
 pub use worker_id::current_worker_id;

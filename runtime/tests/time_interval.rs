@@ -15,7 +15,8 @@ mod time_util;
 use std::task::{Context, Poll, Waker};
 
 use magpie_runtime::time::{
-    self, interval, interval_at, Driver, Duration, Instant, Interval, IntervalStats, OverrunPolicy,
+    self, interval, interval_at, Driver, Duration, Instant, Interval, IntervalStats,
+    MissedTickBehavior, OverrunPolicy,
 };
 use time_util::{block_on_paused, paused, Probe, WakeLog};
 
@@ -128,7 +129,7 @@ fn each_overrun_policy_schedules_the_documented_next_ticks() {
         let (_driver, _guard, start, _log) = paused();
         let mut t = Ticker::new(interval(P));
         t.interval.set_overrun_policy(policy);
-        assert_eq!(t.interval.overrun_policy(), policy);
+        assert_eq!(t.interval.overrun_policy(), Some(policy));
         assert_eq!(t.poll(), Poll::Ready(start), "{label}");
         assert!(t.poll().is_pending());
 
@@ -216,7 +217,7 @@ fn stats_accumulate_over_repeated_overruns() {
     let mut t = Ticker::new(interval(P));
     assert_eq!(
         t.interval.overrun_policy(),
-        OverrunPolicy::DropTick,
+        Some(OverrunPolicy::DropTick),
         "default"
     );
     assert_eq!(t.poll(), Poll::Ready(start)); // tick 0
@@ -302,4 +303,72 @@ fn async_tick_loop_under_auto_advance_ends_on_the_grid() {
 fn zero_period_panics() {
     let (_driver, _guard, _start, _log) = paused();
     let _ = interval(Duration::ZERO);
+}
+
+/// tokio's behaviours, late by 25 ms after the tick at T = 10 (now = 35,
+/// m = 2), as `MissedTickBehavior`'s table says: `Burst` delivers 20 and 30
+/// at once and stays on the grid, `Delay` restarts the grid at now + P = 45,
+/// `Skip` is `DropTick` (next tick 40).
+#[test]
+fn tokio_missed_tick_behaviors_schedule_the_documented_next_ticks() {
+    use MissedTickBehavior::{Burst, Delay, Skip};
+    #[rustfmt::skip]
+    let cases: [(MissedTickBehavior, [u64; 3], u64); 3] = [
+        (Burst, [20, 30, 40], 0),
+        (Delay, [45, 55, 65], 2),
+        (Skip,  [40, 50, 60], 2),
+    ];
+    for (behavior, next_ticks_ms, skipped) in cases {
+        let label = format!("{behavior:?}");
+        let (_driver, _guard, start, _log) = paused();
+        let mut t = Ticker::new(interval(P));
+        t.interval.set_missed_tick_behavior(behavior);
+        let policy = t.interval.overrun_policy();
+        assert_eq!(
+            policy,
+            (behavior == Skip).then_some(OverrunPolicy::DropTick)
+        );
+        assert_eq!(t.poll(), Poll::Ready(start), "{label}");
+        time::advance(ms(35));
+        assert_eq!(t.poll(), Poll::Ready(start + ms(10)), "{label}: late tick");
+        let mut now = 35;
+        for due in next_ticks_ms {
+            if due > now {
+                assert!(t.poll().is_pending(), "{label}: tick {due} early");
+                time::advance(ms(due - now));
+                now = due;
+            }
+            assert_eq!(
+                t.poll(),
+                Poll::Ready(start + ms(due)),
+                "{label}: expected tick {due} at {now}"
+            );
+        }
+        let stats = t.interval.stats();
+        assert_eq!(stats.skipped_ticks, skipped, "{label}");
+        assert_eq!(stats.max_lateness, ms(25), "{label}");
+    }
+}
+
+#[test]
+fn interval_as_a_stream_yields_the_scheduled_ticks() {
+    use futures_core::Stream;
+    use std::pin::Pin;
+    let (_driver, _guard, start, _log) = paused();
+    let mut iv = interval(P);
+    let probe = Probe::new(0, &WakeLog::default());
+    let waker = Waker::from(probe.clone());
+    let mut cx = Context::from_waker(&waker);
+    assert_eq!(
+        Pin::new(&mut iv).poll_next(&mut cx),
+        Poll::Ready(Some(start))
+    );
+    assert!(Pin::new(&mut iv).poll_next(&mut cx).is_pending());
+    time::advance(P);
+    assert_eq!(probe.wakes(), 1, "the stream's waker is woken by the tick");
+    assert_eq!(
+        Pin::new(&mut iv).poll_next(&mut cx),
+        Poll::Ready(Some(start + P))
+    );
+    assert_eq!(iv.size_hint(), (usize::MAX, None));
 }

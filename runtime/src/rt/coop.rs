@@ -17,13 +17,26 @@ thread_local! {
 /// Runs `f` (one task poll) with a fresh budget, restoring the previous one.
 #[inline]
 pub(crate) fn with_budget<R>(f: impl FnOnce() -> R) -> R {
+    with_budget_left(Some(BUDGET), f)
+}
+
+/// Runs `f` with no budget, restoring the one in force afterwards. For a
+/// timeout's deadline: it must fire even when the future it guards spent the
+/// whole budget in the same poll (tokio does the same).
+#[inline]
+pub(crate) fn unconstrained<R>(f: impl FnOnce() -> R) -> R {
+    with_budget_left(None, f)
+}
+
+#[inline]
+fn with_budget_left<R>(budget: Option<u8>, f: impl FnOnce() -> R) -> R {
     struct Reset(Option<u8>);
     impl Drop for Reset {
         fn drop(&mut self) {
             BUDGET_LEFT.with(|b| b.set(self.0));
         }
     }
-    let _reset = Reset(BUDGET_LEFT.with(|b| b.replace(Some(BUDGET))));
+    let _reset = Reset(BUDGET_LEFT.with(|b| b.replace(budget)));
     f()
 }
 

@@ -11,11 +11,11 @@ use std::fmt;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant as StdInstant};
 
 use magpie_core::affinity;
-use magpie_core::park::{Parker, Unparker};
+use magpie_core::park::{ParkResult, Parker};
 use magpie_core::queue::Local;
 use magpie_core::rng::XorShift64;
 // Plain std for the runtime's own plumbing: it is not a loom model (the
@@ -33,10 +33,21 @@ use crate::sched::{
 use crate::time::{self, Driver};
 use crate::worker_id;
 
+mod blocking;
+mod context;
 pub(crate) mod coop;
+mod ext;
+mod join_set;
+mod metrics;
+mod park;
 mod shield;
+pub mod task;
 
+pub use blocking::{block_in_place, spawn_blocking};
+pub use context::EnterGuard;
 pub use core_task::{AbortHandle, JoinError, TaskId};
+pub use join_set::JoinSet;
+pub use metrics::{RuntimeMetrics, WorkerCounters};
 pub use shield::{shield, Shield};
 
 /// How many tasks a worker polls between two looks at the timer wheel.
@@ -53,6 +64,9 @@ pub struct Builder {
     park_timeout: Duration,
     pin_threads: bool,
     thread_name: String,
+    /// `spawn_blocking`'s pool (`blocking.rs`).
+    max_blocking_threads: usize,
+    thread_keep_alive: Duration,
 }
 
 impl Default for Builder {
@@ -66,6 +80,8 @@ impl Default for Builder {
             park_timeout: Duration::from_micros(200),
             pin_threads: false,
             thread_name: "magpie-rt-worker".to_string(),
+            max_blocking_threads: blocking::DEFAULT_MAX_BLOCKING_THREADS,
+            thread_keep_alive: blocking::DEFAULT_KEEP_ALIVE,
         }
     }
 }
@@ -131,6 +147,9 @@ struct RtShared {
     late: Mutex<Vec<Notified<Handle>>>,
     spin_iters: u32,
     park_timeout: Duration,
+    /// The tokio-shaped additions (timer parking, auto-advance, metrics,
+    /// the blocking pool, background shutdown): `ext.rs`.
+    ext: ext::Ext,
 }
 
 thread_local! {
@@ -166,15 +185,17 @@ impl Runtime {
             late: Mutex::new(Vec::new()),
             spin_iters: b.spin_iters,
             park_timeout: b.park_timeout,
+            ext: ext::Ext::new(&b, workers),
         });
         // A timer that became the earliest wakes a parked worker so it
         // re-computes its sleep. Weak: the driver lives inside `inner`.
         let weak = Arc::downgrade(&inner);
         inner.driver.set_unparker(move || {
             if let Some(inner) = weak.upgrade() {
-                inner.sched.notify_parked();
+                park::on_earlier_timer(&inner);
             }
         });
+        inner.ext.blocking.set_runtime(Arc::downgrade(&inner));
         let handle = Handle { inner };
         let cores = affinity::available_cores();
         let mut threads = Vec::with_capacity(workers);
@@ -221,32 +242,21 @@ impl Runtime {
     /// a worker of any magpie runtime or from inside another `block_on`: that
     /// would block a thread the runtime itself needs.
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        if IN_RUNTIME.with(|r| r.get()) {
-            panic!(
-                "Runtime::block_on called from within a magpie runtime (a worker thread or \
-                 another block_on); a nested block_on would block a thread the runtime needs. \
-                 Use .await instead."
-            );
-        }
-        let _enter = EnterGuard::enter(&self.handle);
-        let parker = Parker::new();
-        let waker = Waker::from(Arc::new(ThreadWaker(parker.unparker())));
-        let mut cx = Context::from_waker(&waker);
-        let mut future = std::pin::pin!(future);
-        loop {
-            if let Poll::Ready(out) = coop::with_budget(|| future.as_mut().poll(&mut cx)) {
-                return out;
-            }
-            parker.park();
-        }
+        self.handle.block_on(future)
     }
 
     /// Shuts the runtime down, waiting at most `timeout` for the workers to
     /// finish the polls they are in. Tasks not yet finished are dropped and
     /// their joiners see a cancelled [`JoinError`]. Workers still busy when
     /// the timeout expires are left to finish on their own (detached).
+    ///
+    /// # Panics
+    /// On one of this runtime's own threads (see [`Drop`](#impl-Drop-for-Runtime)).
     pub fn shutdown_timeout(mut self, timeout: Duration) {
-        self.shutdown(Some(timeout));
+        self.refuse_on_own_thread();
+        if !self.handle.inner.ext.is_detached() {
+            self.shutdown(Some(timeout));
+        }
     }
 
     /// Number of worker threads.
@@ -271,17 +281,24 @@ impl Runtime {
             }
             per_worker.push(t.join().unwrap_or_default());
         }
-        // Workers dropped what was in their own queues on the way out. Drop
-        // (cancel) what is left in the shared places, then every live task.
-        for task in inner.sched.inject.drain() {
-            drop(task);
-        }
-        drain_late(inner);
-        inner.owned.close_and_shutdown_all();
-        drain_late(inner);
-        inner.driver.shutdown();
+        inner.ext.blocking.shutdown(deadline);
+        finish_shutdown(inner);
         MetricsSnapshot::from_workers(per_worker)
     }
+}
+
+/// The end of every shutdown, once the workers stopped (or were detached):
+/// workers dropped what was in their own queues on the way out; drop
+/// (cancel) what is left in the shared places, then every live task.
+fn finish_shutdown(inner: &RtShared) {
+    for task in inner.sched.inject.drain() {
+        drop(task);
+    }
+    drain_late(inner);
+    inner.owned.close_and_shutdown_all();
+    drain_late(inner);
+    inner.ext.blocking.close_and_shutdown_all();
+    inner.driver.shutdown();
 }
 
 fn drain_late(inner: &RtShared) {
@@ -294,9 +311,21 @@ fn drain_late(inner: &RtShared) {
     }
 }
 
+/// Dropping the runtime shuts it down and waits for its workers (and its
+/// running blocking tasks) to stop.
+///
+/// # Panics
+/// When dropped on one of its own threads (inside one of its tasks, or a
+/// `spawn_blocking` closure): that thread would wait for itself. The runtime
+/// is then shut down in the background (as by
+/// [`shutdown_background`](Runtime::shutdown_background)) before the panic,
+/// so its other tasks are still cancelled and their joiners woken.
 impl Drop for Runtime {
     fn drop(&mut self) {
-        let _ = self.shutdown(None);
+        self.refuse_on_own_thread();
+        if !self.handle.inner.ext.is_detached() {
+            let _ = self.shutdown(None);
+        }
     }
 }
 
@@ -508,26 +537,13 @@ impl<T> fmt::Debug for JoinHandle<T> {
     }
 }
 
-/// Wakes a thread blocked in `block_on`.
-struct ThreadWaker(Unparker);
-
-impl Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 /// Makes a thread part of a runtime (worker or `block_on`) for its lifetime.
-struct EnterGuard {
+struct RuntimeThread {
     previous: Option<Handle>,
     _time: time::EnterGuard,
 }
 
-impl EnterGuard {
+impl RuntimeThread {
     fn enter(handle: &Handle) -> Self {
         IN_RUNTIME.with(|r| r.set(true));
         let previous = CURRENT.with(|c| c.replace(Some(handle.clone())));
@@ -538,7 +554,7 @@ impl EnterGuard {
     }
 }
 
-impl Drop for EnterGuard {
+impl Drop for RuntimeThread {
     fn drop(&mut self) {
         CURRENT.with(|c| *c.borrow_mut() = self.previous.take());
         IN_RUNTIME.with(|r| r.set(false));
@@ -582,7 +598,8 @@ fn worker_main(
     parker: Parker,
     seed: u64,
 ) -> WorkerMetrics {
-    let _enter = EnterGuard::enter(&handle);
+    let _enter = RuntimeThread::enter(&handle);
+    let _own = ext::OwnThread::worker(&handle.inner);
     let previous_id = worker_id::set_current_worker_id(Some(id));
     let inner = handle.inner.clone();
     let mut worker = Box::new(AsyncWorker {
@@ -602,7 +619,11 @@ fn worker_main(
     drop(worker.core.take_lifo());
     worker.metrics.spurious_wakeups += worker.core.parker.spurious_wakeups();
     worker_id::set_current_worker_id(previous_id);
-    worker.metrics.clone()
+    let metrics = worker.metrics.clone();
+    inner.ext.publish(id, &metrics);
+    drop(worker);
+    ext::worker_exited(&inner);
+    metrics
 }
 
 fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> {
@@ -638,12 +659,16 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
                             ParkPrep::Resume => idle.on_work(),
                             ParkPrep::Exit => return worker,
                             ParkPrep::Sleep => {
-                                let timeout =
-                                    until_next_timer(inner).map_or(timeout, |t| t.min(timeout));
-                                let result = worker.core.parker.park_timeout(timeout);
+                                let result = park::park_worker(&mut worker, inner, timeout);
                                 if !sched::after_park(&mut *worker, result, &mut trace) {
                                     return worker;
                                 }
+                                // Timers first: a woken timer's task lands in
+                                // our LIFO slot before we search (as a searcher
+                                // that finds work, we would wake a sibling).
+                                let (w, fired) = fire_timers_counted(worker, inner);
+                                worker = w;
+                                idle.set_quiet(result == ParkResult::TimedOut && fired > 0);
                             }
                         }
                     }
@@ -664,6 +689,7 @@ fn fire_timers_counted(
     inner: &RtShared,
 ) -> (Box<AsyncWorker>, usize) {
     worker.polls_since_timers = 0;
+    inner.ext.publish(worker.core.id, &worker.metrics);
     let Some(next) = inner.driver.next_expiration() else {
         return (worker, 0);
     };

@@ -12,6 +12,10 @@ pub(crate) struct TieredIdle {
     spin_iters: u32,
     first_timeout: Duration,
     next_timeout: Duration,
+    /// The last wake was a timeout, not a notification: nobody handed this
+    /// worker work, so spinning for more is unlikely to pay (see
+    /// [`set_quiet`](Self::set_quiet)).
+    quiet: bool,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -31,6 +35,7 @@ impl TieredIdle {
             spin_iters,
             first_timeout: park_timeout,
             next_timeout: park_timeout,
+            quiet: false,
         }
     }
 
@@ -41,16 +46,32 @@ impl TieredIdle {
         self.next_timeout = self.first_timeout;
     }
 
+    /// Quiet: the worker's last wake was its own timeout and it found only
+    /// the timers it fired then (the async runtime's timer-watcher waking
+    /// at a deadline), so its next idle
+    /// spells skip the spin and yield tiers (park at once) until a
+    /// notification wakes it. A 1 ms interval alone then costs one park per
+    /// tick instead of `spin_iters` rounds of searching plus a park: issue
+    /// 13's idle-CPU measurement (`examples/idle_interval_cpu.rs`). Work
+    /// handed over by other workers always comes with a notification, which
+    /// brings the spinning back.
+    pub(crate) fn set_quiet(&mut self, quiet: bool) {
+        self.quiet = quiet;
+    }
+
     /// Spin for `spin_iters` rounds; past that, yield every 16th round and
-    /// park otherwise. Each consecutive park doubles the timeout, up to
-    /// `MAX_PARK_TIMEOUT`, so an idle executor all but stops waking.
+    /// park otherwise; while quiet, park at once. Each consecutive park
+    /// doubles the timeout, up to `MAX_PARK_TIMEOUT`, so an idle executor all
+    /// but stops waking.
     pub(crate) fn next_action(&mut self) -> IdleAction {
         self.rounds = self.rounds.saturating_add(1);
-        if self.rounds <= self.spin_iters {
-            return IdleAction::Spin;
-        }
-        if (self.rounds - self.spin_iters) % 16 == 1 {
-            return IdleAction::Yield;
+        if !self.quiet {
+            if self.rounds <= self.spin_iters {
+                return IdleAction::Spin;
+            }
+            if (self.rounds - self.spin_iters) % 16 == 1 {
+                return IdleAction::Yield;
+            }
         }
         let timeout = self.next_timeout;
         self.next_timeout = (self.next_timeout * 2).min(MAX_PARK_TIMEOUT.max(self.first_timeout));
@@ -88,5 +109,22 @@ mod tests {
         }
         idle.on_work();
         assert_eq!(idle.next_action(), IdleAction::Spin);
+    }
+
+    #[test]
+    fn a_quiet_worker_skips_the_spin_tier_until_notified() {
+        let mut idle = TieredIdle::new(3, Duration::from_millis(1));
+        idle.set_quiet(true);
+        idle.on_work();
+        assert_eq!(
+            idle.next_action(),
+            IdleAction::Park(Duration::from_millis(1))
+        );
+        idle.set_quiet(false);
+        idle.on_work();
+        for _ in 0..3 {
+            assert_eq!(idle.next_action(), IdleAction::Spin);
+        }
+        assert_eq!(idle.next_action(), IdleAction::Yield);
     }
 }

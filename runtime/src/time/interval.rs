@@ -114,6 +114,40 @@ impl OverrunPolicy {
     }
 }
 
+/// tokio's names for what an [`Interval`] does after missed ticks
+/// (`tokio::time::MissedTickBehavior`), for
+/// [`Interval::set_missed_tick_behavior`]. `time/README.md` puts them side by
+/// side with [`OverrunPolicy`].
+///
+/// | behaviour | after a tick scheduled at `T`, delivered `L >= P` late | magpie equivalent |
+/// | --- | --- | --- |
+/// | `Burst` (tokio's default) | next tick at `T + P`: the missed ticks come at once, back to back, until caught up | none (added here) |
+/// | `Delay` | next tick at `now + P`: the grid moves | none (added here) |
+/// | `Skip` | next tick at the first grid instant after `now` | [`OverrunPolicy::DropTick`] (magpie's default) |
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MissedTickBehavior {
+    /// Deliver every missed tick, as fast as they are polled, then carry on
+    /// on the original grid. tokio's default.
+    #[default]
+    Burst,
+    /// Restart the grid one period after the late tick was delivered.
+    Delay,
+    /// Drop the missed ticks and carry on on the grid
+    /// ([`OverrunPolicy::DropTick`]).
+    Skip,
+}
+
+/// Which rule an [`Interval`] follows after an overrun.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// One of seed 004's policies (the default: `DropTick`).
+    Policy(OverrunPolicy),
+    /// tokio's `Burst`.
+    Burst,
+    /// tokio's `Delay`.
+    Delay,
+}
+
 /// Counters of an [`Interval`] (seed 004's `tick_count`,
 /// `tick_overrun_count`, `skipped_tick_count`, `max_lateness_ms`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -148,7 +182,7 @@ pub fn interval_at(start: Instant, period: Duration) -> Interval {
     Interval {
         sleep: super::sleep_until(start),
         period,
-        policy: OverrunPolicy::default(),
+        mode: Mode::Policy(OverrunPolicy::default()),
         stats: IntervalStats::default(),
     }
 }
@@ -158,7 +192,7 @@ pub struct Interval {
     /// Sleeps until the next scheduled tick; its deadline *is* that tick.
     sleep: Sleep,
     period: Duration,
-    policy: OverrunPolicy,
+    mode: Mode,
     stats: IntervalStats,
 }
 
@@ -167,7 +201,7 @@ impl fmt::Debug for Interval {
         f.debug_struct("Interval")
             .field("next", &self.sleep.deadline())
             .field("period", &self.period)
-            .field("policy", &self.policy)
+            .field("mode", &self.mode)
             .field("stats", &self.stats)
             .finish()
     }
@@ -188,12 +222,35 @@ impl Interval {
         let now = self.sleep.driver().clock().now();
         let lateness = now.saturating_duration_since(scheduled);
 
-        let plan = self.policy.plan(lateness, self.period);
+        let (plan, next) = match self.mode {
+            Mode::Policy(policy) => {
+                let plan = policy.plan(lateness, self.period);
+                (plan, grid_point(scheduled, self.period, plan.steps))
+            }
+            Mode::Burst | Mode::Delay => {
+                // Same overrun test as the policies; nothing is skipped by
+                // a burst, and the grid instants a delay jumps over are.
+                let drop_plan = OverrunPolicy::DropTick.plan(lateness, self.period);
+                let (skipped, next) = if self.mode == Mode::Burst {
+                    (0, grid_point(scheduled, self.period, 1))
+                } else if drop_plan.overrun {
+                    (drop_plan.skipped, now.saturating_add(self.period))
+                } else {
+                    // Less than a period late: the grid holds.
+                    (0, grid_point(scheduled, self.period, 1))
+                };
+                let plan = TickPlan {
+                    overrun: drop_plan.overrun,
+                    steps: 1,
+                    skipped,
+                };
+                (plan, next)
+            }
+        };
         self.stats.ticks += 1;
         self.stats.max_lateness = self.stats.max_lateness.max(lateness);
         self.stats.overruns += u64::from(plan.overrun);
         self.stats.skipped_ticks += plan.skipped;
-        let next = grid_point(scheduled, self.period, plan.steps);
         self.sleep.reset(next);
         Poll::Ready(scheduled)
     }
@@ -212,12 +269,30 @@ impl Interval {
 
     /// Sets what happens after an overrun; applies from the next overrun on.
     pub fn set_overrun_policy(&mut self, policy: OverrunPolicy) {
-        self.policy = policy;
+        self.mode = Mode::Policy(policy);
     }
 
-    /// The current overrun policy ([`OverrunPolicy::DropTick`] by default).
-    pub fn overrun_policy(&self) -> OverrunPolicy {
-        self.policy
+    /// The current overrun policy ([`OverrunPolicy::DropTick`] by default),
+    /// or `None` after [`set_missed_tick_behavior`](Self::set_missed_tick_behavior)
+    /// chose `Burst` or `Delay`, which no policy expresses.
+    pub fn overrun_policy(&self) -> Option<OverrunPolicy> {
+        match self.mode {
+            Mode::Policy(p) => Some(p),
+            Mode::Burst | Mode::Delay => None,
+        }
+    }
+
+    /// tokio's `set_missed_tick_behavior`: `Skip` is
+    /// [`OverrunPolicy::DropTick`]; `Burst` and `Delay` are the two tokio
+    /// behaviours seed 004's policies lack. Applies from the next overrun.
+    /// Note the defaults differ: tokio's is `Burst`, magpie's `DropTick`
+    /// (`Skip`).
+    pub fn set_missed_tick_behavior(&mut self, behavior: MissedTickBehavior) {
+        self.mode = match behavior {
+            MissedTickBehavior::Burst => Mode::Burst,
+            MissedTickBehavior::Delay => Mode::Delay,
+            MissedTickBehavior::Skip => Mode::Policy(OverrunPolicy::DropTick),
+        };
     }
 
     /// The period.
@@ -228,6 +303,20 @@ impl Interval {
     /// The counters so far.
     pub fn stats(&self) -> IntervalStats {
         self.stats
+    }
+}
+
+/// The ticks as a stream (`futures_core::Stream`): each item is the
+/// scheduled instant of the tick, as [`Interval::tick`] returns. Never ends.
+impl futures_core::Stream for Interval {
+    type Item = Instant;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Instant>> {
+        self.get_mut().poll_tick(cx).map(Some)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (usize::MAX, None)
     }
 }
 

@@ -19,8 +19,11 @@
 //!   [`OverrunPolicy`] (seed 004's `drop_tick`, `skip_next`,
 //!   `catch_up_once`) picks the next tick, and [`IntervalStats`] counts
 //!   ticks, overruns, skipped ticks and the maximum lateness.
+//! - [`timeout`] / [`timeout_at`] bound a future by a deadline
+//!   ([`error::Elapsed`] when it passes first), with tokio's semantics.
 //! - [`pause`], [`resume`] and [`advance`] control the current runtime's
-//!   clock for tests.
+//!   clock for tests; a runtime built with `start_paused(true)` also
+//!   auto-advances it to the next deadline whenever it is idle.
 //! - [`Driver`] and [`enter`] are the seam the runtime plugs into.
 //!
 //! `time/README.md` describes the wheel, rounding, cancellation, the driver
@@ -28,9 +31,11 @@
 
 mod clock;
 mod driver;
+pub mod error;
 mod instant;
 mod interval;
 mod sleep;
+mod timeout;
 pub mod wheel;
 
 use std::cell::RefCell;
@@ -45,9 +50,13 @@ pub use std::time::Duration;
 
 pub use clock::Clock;
 pub use driver::{Driver, WAKE_BATCH};
+pub use error::Elapsed;
 pub use instant::Instant;
-pub use interval::{interval, interval_at, Interval, IntervalStats, OverrunPolicy, TickPlan};
+pub use interval::{
+    interval, interval_at, Interval, IntervalStats, MissedTickBehavior, OverrunPolicy, TickPlan,
+};
 pub use sleep::{sleep, sleep_until, Sleep};
+pub use timeout::{timeout, timeout_at, Timeout};
 
 magpie_core::sync::thread_local! {
     /// The driver `sleep`, `interval` and `Instant::now` use on this thread.

@@ -1,0 +1,144 @@
+//! Entering a runtime from outside: [`Runtime::enter`] / [`Handle::enter`]
+//! and [`Handle::block_on`].
+
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use magpie_core::park::{Parker, Unparker};
+use magpie_core::sync::atomic::{AtomicBool, Ordering};
+
+use super::{coop, park, Handle, Runtime, RuntimeThread, CURRENT, IN_RUNTIME};
+use crate::time;
+
+/// The runtime is this thread's context while the guard lives: `spawn`,
+/// `Handle::current`, `sleep`, `interval` and `Instant::now` use it. From
+/// [`Runtime::enter`] or [`Handle::enter`]. Guards nest; drop them in
+/// reverse order. Not `Send`: it belongs to the thread that entered.
+#[must_use = "the runtime is the context only while the guard lives"]
+pub struct EnterGuard<'a> {
+    previous: Option<Handle>,
+    _time: time::EnterGuard,
+    _handle: PhantomData<&'a Handle>,
+}
+
+impl fmt::Debug for EnterGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EnterGuard").finish_non_exhaustive()
+    }
+}
+
+impl Drop for EnterGuard<'_> {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        let replaced = CURRENT.try_with(|c| c.replace(previous));
+        drop(replaced);
+    }
+}
+
+impl Runtime {
+    /// Makes this runtime the thread's context until the guard is dropped,
+    /// so that [`spawn`](crate::spawn), [`Handle::current`] and the timers
+    /// work outside `block_on` (tokio's `Runtime::enter`).
+    pub fn enter(&self) -> EnterGuard<'_> {
+        self.handle.enter()
+    }
+}
+
+impl Handle {
+    /// See [`Runtime::enter`].
+    pub fn enter(&self) -> EnterGuard<'_> {
+        let previous = CURRENT.with(|c| c.replace(Some(self.clone())));
+        EnterGuard {
+            previous,
+            _time: time::enter(&self.inner.driver),
+            _handle: PhantomData,
+        }
+    }
+
+    /// Runs `future` to completion on the calling thread, with this runtime
+    /// as the context for `spawn`, `sleep` and friends (tokio's
+    /// `Handle::block_on`). The future is polled on this thread; tasks it
+    /// spawns run on the workers.
+    ///
+    /// With a paused clock, a `block_on` that is polling counts as busy: the
+    /// clock auto-advances only while it waits (README, "Paused time").
+    ///
+    /// # Panics
+    /// On a worker of any magpie runtime or inside another `block_on` (it
+    /// would block a thread the runtime needs; use `.await`, or wrap the
+    /// call in [`block_in_place`](crate::task::block_in_place)).
+    pub fn block_on<F: Future>(&self, future: F) -> F::Output {
+        if IN_RUNTIME.with(|r| r.get()) {
+            panic!(
+                "block_on called from within a magpie runtime (a worker thread or \
+                 another block_on); a nested block_on would block a thread the runtime needs. \
+                 Use .await instead, or wrap it in magpie_runtime::task::block_in_place."
+            );
+        }
+        let _enter = RuntimeThread::enter(self);
+        let inner = &self.inner;
+        let parker = Parker::new();
+        let wake = Arc::new(ThreadWaker {
+            unparker: parker.unparker(),
+            woken: AtomicBool::new(false),
+        });
+        let waker = Waker::from(wake.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut future = std::pin::pin!(future);
+        let _busy = Busy::new(inner);
+        loop {
+            if let Poll::Ready(out) = coop::with_budget(|| future.as_mut().poll(&mut cx)) {
+                return out;
+            }
+            // Woken during the poll (a yield, say): poll again without
+            // counting as idle, so a paused clock does not move under a
+            // future that is still running.
+            // Relaxed: only a hint about idleness; the parker orders the wake.
+            if wake.woken.swap(false, Ordering::Relaxed) {
+                continue;
+            }
+            park::release(inner);
+            parker.park();
+            park::inhibit(inner);
+            wake.woken.store(false, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Counts a `block_on` as an auto-advance inhibitor while it polls.
+struct Busy<'a> {
+    inner: &'a super::RtShared,
+}
+
+impl<'a> Busy<'a> {
+    fn new(inner: &'a super::RtShared) -> Self {
+        park::inhibit(inner);
+        Self { inner }
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        park::release(self.inner);
+    }
+}
+
+/// Wakes a thread blocked in `block_on`, and notes that it did.
+struct ThreadWaker {
+    unparker: Unparker,
+    woken: AtomicBool,
+}
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Relaxed);
+        self.unparker.unpark();
+    }
+}

@@ -1,0 +1,171 @@
+//! How an idle worker sleeps with timers around (README, "Idle workers and
+//! timers"): one worker at a time holds the *timer role* and sleeps until the
+//! next deadline; the others sleep on their backoff, woken by new work only.
+//! With a paused clock, the last participant to go idle moves time to the
+//! next deadline instead (auto-advance).
+
+use std::time::Duration;
+
+use magpie_core::park::ParkResult;
+use magpie_core::sync::atomic::{fence, AtomicUsize, Ordering};
+
+use super::{until_next_timer, AsyncWorker, RtShared, WORKER};
+use crate::config::MAX_PARK_TIMEOUT;
+
+/// No worker holds the timer role.
+const NO_HOLDER: usize = 0;
+
+/// The timer role and the auto-advance inhibitors.
+pub(super) struct TimerPark {
+    /// `worker id + 1` of the worker asleep with the timer role, or
+    /// [`NO_HOLDER`].
+    holder: AtomicUsize,
+    /// Participants that keep a paused clock from auto-advancing while they
+    /// run: a `block_on` polling its future, a running `spawn_blocking`
+    /// closure, a `block_in_place` section.
+    inhibit: AtomicUsize,
+}
+
+impl TimerPark {
+    pub(super) fn new() -> Self {
+        Self {
+            holder: AtomicUsize::new(NO_HOLDER),
+            inhibit: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// Sleeps a worker whose park sequence (`sched::prepare_park`) said `Sleep`:
+/// it is in the parked set and has given back its gate token.
+///
+/// 1. Paused clock: if every worker is parked, nothing is queued and no
+///    inhibitor runs, move the clock to the next deadline and fire it
+///    (`try_auto_advance`); the woken tasks go to the global queue and wake
+///    a worker, maybe this one (its park then returns at once).
+/// 2. Claim the timer role (one CAS). The holder sleeps until the next
+///    deadline (read *after* the claim, see `on_earlier_timer`), capped at
+///    `MAX_PARK_TIMEOUT`; on a paused clock real time does not move it, so
+///    it keeps the backoff.
+/// 3. Everyone else sleeps for `MAX_PARK_TIMEOUT` (100 ms; a safety net, as
+///    the typed executor's backoff ends at): new work or a new earliest
+///    timer wakes them, never the clock.
+/// 4. On waking, the holder gives the role back.
+pub(super) fn park_worker(
+    worker: &mut AsyncWorker,
+    inner: &RtShared,
+    backoff: Duration,
+) -> ParkResult {
+    let tp = &inner.ext.timer_park;
+    let paused = inner.driver.clock().is_paused();
+    if paused {
+        try_auto_advance(inner);
+    }
+    let me = worker.core.id + 1;
+    // SeqCst: the claim and the hint read below against a timer inserter's
+    // hint write and role read in `on_earlier_timer` (store-buffer shape):
+    // the fence pairs with the fence there.
+    let holder = tp
+        .holder
+        .compare_exchange(NO_HOLDER, me, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok();
+    let timeout = if holder {
+        fence(Ordering::SeqCst);
+        match until_next_timer(inner) {
+            Some(t) if !paused => t.min(MAX_PARK_TIMEOUT),
+            _ => backoff,
+        }
+    } else {
+        // Not the timer-watcher: only new work (or a new earliest timer when
+        // nobody holds the role) wakes it, so the timeout is a safety net.
+        // Starting it at the backoff's 200 us made every worker that had
+        // just run a task wake 3-4 times per millisecond, and take the role
+        // from the worker running the ticks.
+        MAX_PARK_TIMEOUT.max(backoff)
+    };
+    let result = worker.core.parker.park_timeout(timeout);
+    if holder {
+        // Relaxed: the role carries no data; a timer inserter that still
+        // reads us as holder only unparks us once more (a spurious wake).
+        let _ = tp
+            .holder
+            .compare_exchange(me, NO_HOLDER, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    result
+}
+
+/// The driver's unparker: a new timer became the earliest (the hint moved
+/// earlier). Wake whoever must re-arm:
+///
+/// - a worker asleep with the timer role: it sleeps past the new deadline;
+/// - nobody holds the role and this is one of the runtime's workers running
+///   a task: nothing, it reads the hint when it next parks;
+/// - nobody holds the role, from another thread: one parked worker, which
+///   finds nothing, parks again and takes the role.
+///
+/// Why no deadline is missed: the inserter writes the hint, fences, reads
+/// the role; a parking worker claims the role, fences, reads the hint. With
+/// both fences SeqCst, either the inserter sees the claim (and unparks the
+/// holder, whose parker keeps an unpark that comes before its park) or the
+/// holder reads the new hint.
+pub(super) fn on_earlier_timer(inner: &RtShared) {
+    // SeqCst: pairs with the fence in `park_worker`.
+    fence(Ordering::SeqCst);
+    match inner.ext.timer_park.holder.load(Ordering::Relaxed) {
+        NO_HOLDER => {
+            if on_own_worker_in_poll(inner) {
+                return;
+            }
+            inner.sched.notify_parked();
+        }
+        h => {
+            inner.sched.remotes[h - 1].unparker.unpark();
+        }
+    }
+}
+
+/// Whether this thread is one of `inner`'s workers, inside a task poll or a
+/// timer pass (its scheduling state lent to the thread-local).
+fn on_own_worker_in_poll(inner: &RtShared) -> bool {
+    WORKER.with(|w| match w.try_borrow() {
+        Ok(slot) => slot
+            .as_ref()
+            .is_some_and(|w| std::ptr::eq(&*w.handle.inner, inner)),
+        // Borrowed mutably: some worker is inside its queue code; waking one
+        // more worker than needed is the safe side.
+        Err(_) => false,
+    })
+}
+
+/// An inhibitor starts running (see [`TimerPark::inhibit`]).
+pub(super) fn inhibit(inner: &RtShared) {
+    inner.ext.timer_park.inhibit.fetch_add(1, Ordering::Relaxed);
+}
+
+/// An inhibitor stops running. If it was the last one and every worker is
+/// parked, nobody else will notice that the runtime went idle: advance here.
+pub(super) fn release(inner: &RtShared) {
+    // SeqCst RMW then the fence in `try_auto_advance`: against a parking
+    // worker's idle RMW, fence, inhibit read (store-buffer shape again).
+    if inner.ext.timer_park.inhibit.fetch_sub(1, Ordering::SeqCst) == 1
+        && inner.driver.clock().is_paused()
+    {
+        try_auto_advance(inner);
+    }
+}
+
+/// Auto-advance (tokio's `start_paused` rule): every worker parked, nothing
+/// queued, no inhibitor running: jump the paused clock to the next deadline
+/// and fire it. Each participant checks after registering as idle, so the
+/// last one to go idle sees the others.
+fn try_auto_advance(inner: &RtShared) -> bool {
+    // SeqCst: pairs with the SeqCst RMW in `release` and orders this
+    // worker's own idle registration (prepare_park) before the loads.
+    fence(Ordering::SeqCst);
+    if inner.ext.timer_park.inhibit.load(Ordering::Relaxed) != 0
+        || inner.sched.idle.num_parked() < inner.sched.workers
+        || inner.sched.has_visible_work()
+    {
+        return false;
+    }
+    inner.driver.auto_advance_if_idle()
+}

@@ -1,0 +1,91 @@
+//! `timeout`, `timeout_at` and the `Timeout` future (tokio's semantics).
+
+use std::fmt;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use super::error::Elapsed;
+use super::{Instant, Sleep};
+
+/// Runs `future` for at most `duration` on the current runtime's clock:
+/// `Ok(output)` if it finished in time, `Err(Elapsed)` otherwise (and the
+/// future is dropped with the `Timeout`).
+///
+/// The future is polled **before** the deadline is checked, on every poll,
+/// so a future that is ready at once is `Ok` even with a zero `duration`
+/// (as in tokio). The deadline is `Instant::now() + duration`, rounded up to
+/// the wheel's 1 ms like any sleep, so it never fires early. The deadline's
+/// timer is polled outside the cooperative budget: a future that spends the
+/// whole budget on each poll still times out.
+///
+/// The future is boxed (one allocation): pinning it in place would need
+/// `unsafe` projection, which this crate forbids.
+///
+/// # Panics
+/// Outside a magpie runtime (no timer driver on this thread).
+pub fn timeout<F: IntoFuture>(duration: Duration, future: F) -> Timeout<F::IntoFuture> {
+    let driver = super::current("timeout");
+    let deadline = driver.clock().now().saturating_add(duration);
+    Timeout::new(future.into_future(), Sleep::new(driver, deadline))
+}
+
+/// Like [`timeout`], with an absolute deadline.
+///
+/// # Panics
+/// Outside a magpie runtime.
+pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::IntoFuture> {
+    let driver = super::current("timeout_at");
+    Timeout::new(future.into_future(), Sleep::new(driver, deadline))
+}
+
+/// The future of [`timeout`] and [`timeout_at`].
+#[must_use = "futures do nothing unless polled"]
+pub struct Timeout<F> {
+    value: Pin<Box<F>>,
+    delay: Sleep,
+}
+
+impl<F> Timeout<F> {
+    fn new(value: F, delay: Sleep) -> Self {
+        Self {
+            value: Box::pin(value),
+            delay,
+        }
+    }
+
+    /// The future being run.
+    pub fn get_ref(&self) -> &F {
+        &self.value
+    }
+
+    /// The deadline.
+    pub fn deadline(&self) -> Instant {
+        self.delay.deadline()
+    }
+}
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Poll::Ready(out) = this.value.as_mut().poll(cx) {
+            return Poll::Ready(Ok(out));
+        }
+        let delay = &mut this.delay;
+        match crate::rt::coop::unconstrained(|| Pin::new(delay).poll(cx)) {
+            Poll::Ready(()) => Poll::Ready(Err(Elapsed::new())),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<F> fmt::Debug for Timeout<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Timeout")
+            .field("deadline", &self.delay.deadline())
+            .finish_non_exhaustive()
+    }
+}

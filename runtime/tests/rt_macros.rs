@@ -1,0 +1,45 @@
+//! `#[magpie_runtime::main]` and `#[magpie_runtime::test]` with their
+//! arguments.
+#![cfg(not(loom))]
+
+use std::time::Duration;
+
+use magpie_runtime::time::{self, Instant};
+use magpie_runtime::{spawn, Handle};
+
+#[magpie_runtime::test]
+async fn test_attribute_runs_the_body_on_a_one_worker_runtime() {
+    assert_eq!(Handle::current().metrics().workers, 1);
+    assert_eq!(spawn(async { 6 * 7 }).await.unwrap(), 42);
+}
+
+#[magpie_runtime::test(worker_threads = 3)]
+async fn worker_threads_sets_the_worker_count() {
+    assert_eq!(Handle::current().metrics().workers, 3);
+}
+
+#[magpie_runtime::test(start_paused = true, worker_threads = 2)]
+async fn start_paused_gives_a_clock_that_auto_advances() {
+    let start = Instant::now();
+    time::sleep(Duration::from_secs(24 * 3600)).await;
+    assert_eq!(Instant::now() - start, Duration::from_secs(24 * 3600));
+    assert_eq!(Handle::current().metrics().workers, 2);
+}
+
+#[magpie_runtime::test]
+async fn a_test_may_return_a_result() -> Result<(), std::num::ParseIntError> {
+    let n: u32 = "17".parse()?;
+    assert_eq!(n, 17);
+    Ok(())
+}
+
+#[magpie_runtime::main(worker_threads = 2)]
+async fn not_main(x: u64) -> u64 {
+    let workers = Handle::current().metrics().workers as u64;
+    spawn(async move { x * workers }).await.unwrap()
+}
+
+#[test]
+fn main_attribute_builds_a_runtime_and_returns_the_bodys_value() {
+    assert_eq!(not_main(21), 42);
+}
