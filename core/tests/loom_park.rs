@@ -160,7 +160,10 @@ fn unpark_racing_park_in_driver_is_never_lost() {
         let driver = DriverStandIn::install(&parker);
         let unparker = parker.unparker();
         let t = thread::spawn(move || unparker.unpark());
-        assert_eq!(parker.park_in_driver(|| driver.wait()), ParkResult::Notified);
+        assert_eq!(
+            parker.park_in_driver(|| driver.wait()),
+            ParkResult::Notified
+        );
         t.join().unwrap();
     });
 }
@@ -178,7 +181,10 @@ fn notification_before_park_in_driver_returns_at_once() {
         let unparker = parker.unparker();
         let t = thread::spawn(move || unparker.unpark());
         assert!(!t.join().unwrap(), "nobody was asleep yet");
-        assert_eq!(parker.park_in_driver(|| driver.wait()), ParkResult::Notified);
+        assert_eq!(
+            parker.park_in_driver(|| driver.wait()),
+            ParkResult::Notified
+        );
     });
 }
 
@@ -189,6 +195,9 @@ fn notification_before_park_in_driver_returns_at_once() {
 #[test]
 fn park_in_driver_sees_the_unparkers_writes() {
     unpark_races(|parker, driver| {
-        assert_eq!(parker.park_in_driver(|| driver.wait()), ParkResult::Notified);
+        assert_eq!(
+            parker.park_in_driver(|| driver.wait()),
+            ParkResult::Notified
+        );
     });
 }

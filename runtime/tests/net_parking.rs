@@ -25,9 +25,7 @@ fn io_wakes_the_only_worker_asleep_in_the_poller() {
     watchdog("io wake", || {
         let rt = rt(1);
         let handle = rt.handle().clone();
-        let listener = rt
-            .block_on(TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
+        let listener = rt.block_on(TcpListener::bind("127.0.0.1:0")).unwrap();
         let addr = listener.local_addr().unwrap();
         let task = rt.spawn(async move {
             let (mut s, _) = listener.accept().await.unwrap();

@@ -117,7 +117,6 @@ impl<S: Source> PollEvented<S> {
     pub(crate) fn clear_readiness(&self, ev: ReadyEvent) {
         self.shared.clear_readiness(ev);
     }
-
 }
 
 impl<S: Source> Drop for PollEvented<S> {

@@ -76,9 +76,9 @@ impl Direction {
     #[inline]
     pub(crate) const fn mask(self) -> Ready {
         match self {
-            Direction::Read => Ready(
-                Ready::READABLE.0 | Ready::READ_CLOSED.0 | Ready::ERROR.0 | Ready::SHUTDOWN.0,
-            ),
+            Direction::Read => {
+                Ready(Ready::READABLE.0 | Ready::READ_CLOSED.0 | Ready::ERROR.0 | Ready::SHUTDOWN.0)
+            }
             Direction::Write => Ready(
                 Ready::WRITABLE.0 | Ready::WRITE_CLOSED.0 | Ready::ERROR.0 | Ready::SHUTDOWN.0,
             ),
@@ -232,8 +232,7 @@ impl ScheduledIo {
     /// wake both waiters.
     pub(crate) fn shutdown(&self) {
         // AcqRel: as in R1.
-        self.readiness
-            .fetch_or(Ready::SHUTDOWN.0, Ordering::AcqRel);
+        self.readiness.fetch_or(Ready::SHUTDOWN.0, Ordering::AcqRel);
         self.wake(Ready::SHUTDOWN);
     }
 
@@ -276,7 +275,10 @@ mod tests {
         };
         io.clear_readiness(read);
         assert!(io.ready_event(Direction::Read).ready.is_empty());
-        assert!(!io.ready_event(Direction::Write).ready.is_empty(), "only the read bits go");
+        assert!(
+            !io.ready_event(Direction::Write).ready.is_empty(),
+            "only the read bits go"
+        );
         let Poll::Ready(write) = io.poll_ready(&mut cx, Direction::Write) else {
             panic!("writable is still set");
         };
@@ -301,7 +303,11 @@ mod tests {
             .is_pending());
         io.set_readiness_and_wake(Ready::READ_CLOSED);
         assert_eq!(reader.0.load(Ordering::Relaxed), 1);
-        assert_eq!(writer.0.load(Ordering::Relaxed), 0, "read-closed ends reads only");
+        assert_eq!(
+            writer.0.load(Ordering::Relaxed),
+            0,
+            "read-closed ends reads only"
+        );
         let ev = io.ready_event(Direction::Read);
         io.clear_readiness(ev);
         assert!(!io.ready_event(Direction::Read).ready.is_empty());

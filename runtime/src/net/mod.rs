@@ -146,11 +146,8 @@ macro_rules! impl_async_read {
                 let $s = &*self;
                 // Safe code only: the unfilled part is zeroed first (once
                 // per buffer: `initialize_unfilled` remembers it).
-                let n = std::task::ready!(crate::net::poll_read(
-                    $io,
-                    cx,
-                    buf.initialize_unfilled()
-                ))?;
+                let n =
+                    std::task::ready!(crate::net::poll_read($io, cx, buf.initialize_unfilled()))?;
                 buf.advance(n);
                 std::task::Poll::Ready(Ok(()))
             }
@@ -194,9 +191,7 @@ macro_rules! impl_async_write {
                 _cx: &mut std::task::Context<'_>,
             ) -> std::task::Poll<std::io::Result<()>> {
                 let $s = &*self;
-                std::task::Poll::Ready(crate::net::StreamSource::shutdown_write(
-                    ($io).get_ref(),
-                ))
+                std::task::Poll::Ready(crate::net::StreamSource::shutdown_write(($io).get_ref()))
             }
         }
 
@@ -236,9 +231,7 @@ macro_rules! impl_async_write {
                 _cx: &mut std::task::Context<'_>,
             ) -> std::task::Poll<std::io::Result<()>> {
                 let $s = &*self;
-                std::task::Poll::Ready(crate::net::StreamSource::shutdown_write(
-                    ($io).get_ref(),
-                ))
+                std::task::Poll::Ready(crate::net::StreamSource::shutdown_write(($io).get_ref()))
             }
         }
     };

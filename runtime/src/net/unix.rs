@@ -59,7 +59,9 @@ impl UnixListener {
 
 impl fmt::Debug for UnixListener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("UnixListener").field("io", &self.io).finish()
+        f.debug_struct("UnixListener")
+            .field("io", &self.io)
+            .finish()
     }
 }
 
