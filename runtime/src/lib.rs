@@ -30,9 +30,11 @@
 
 mod config;
 mod executor;
+pub mod io;
 pub mod join;
 pub mod lanes;
 mod metrics;
+pub mod net;
 pub mod process;
 mod rt;
 mod sched;

@@ -1,10 +1,15 @@
 //! The parker: one sleeping worker thread and the handles that wake it.
 //!
 //! A [`Parker`] is owned by the thread that sleeps; [`Unparker`]s are cloned
-//! out to everyone who may wake it. Their shared word holds one of three
-//! states ([`UNPARKED`], [`PARKED`], [`NOTIFIED`]); the protocol, and why an
-//! unpark that comes before the park is never lost, is written out step by step
-//! in `README.md` beside this file.
+//! out to everyone who may wake it. Their shared word holds one of four
+//! states ([`UNPARKED`], [`PARKED`], [`NOTIFIED`], [`PARKED_DRIVER`]); the
+//! protocol, and why an unpark that comes before the park is never lost, is
+//! written out step by step in `README.md` beside this file.
+//!
+//! A thread may also sleep *in a driver* (an I/O poller) instead of on the
+//! futex: [`Parker::park_in_driver`] runs the driver's own blocking wait, and
+//! an unpark that finds the thread there calls the wake hook installed with
+//! [`Parker::set_driver_wake`] (for an I/O driver, its poller's waker).
 //!
 //! The sleeping itself is a futex wait on that word. The backend is picked at
 //! compile time:
@@ -21,7 +26,7 @@ use core::marker::PhantomData;
 use std::time::{Duration, Instant};
 
 use crate::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use crate::sync::Arc;
+use crate::sync::{Arc, Mutex};
 
 // On Linux outside loom it is only built for the tests, which run the
 // parker over both backends.
@@ -45,6 +50,18 @@ pub const PARKED: u32 = 1;
 /// An unpark arrived; the next (or current) park returns and resets to
 /// [`UNPARKED`].
 pub const NOTIFIED: u32 = 2;
+/// The thread is asleep, or about to be, in a driver's wait
+/// ([`Parker::park_in_driver`]): an unpark calls the driver wake hook instead
+/// of waking the futex.
+pub const PARKED_DRIVER: u32 = 3;
+
+/// The hook an unpark calls when it finds the thread [`PARKED_DRIVER`]: it
+/// must make the driver's wait return, whether the wait has started yet or
+/// not (a wake before the wait must be kept, as `mio::Waker`'s eventfd keeps
+/// it). Installed once per parker with [`Parker::set_driver_wake`]. A std
+/// `Arc`, also under loom: the hook is plain data; the lock around it and what
+/// it calls are what the model checks.
+pub type DriverWake = std::sync::Arc<dyn Fn() + Send + Sync>;
 
 /// The ordering of every RMW that takes a token (steps 1, 3 and 4 of the
 /// README): Acquire, pairing with [`PUBLISH`].
@@ -92,6 +109,10 @@ struct Inner<B> {
     /// deadline. Only the parking thread writes it (Relaxed: a statistic).
     spurious: AtomicU64,
     backend: B,
+    /// The driver wake hook, set once before the first `park_in_driver` and
+    /// read by an unpark only when it finds [`PARKED_DRIVER`] (that path
+    /// ends in a syscall anyway; the lock costs nothing next to it).
+    driver_wake: Mutex<Option<DriverWake>>,
 }
 
 impl<B: Sleep> Inner<B> {
@@ -100,6 +121,7 @@ impl<B: Sleep> Inner<B> {
             state: AtomicU32::new(UNPARKED),
             spurious: AtomicU64::new(0),
             backend: B::default(),
+            driver_wake: Mutex::new(None),
         }
     }
 }
@@ -153,6 +175,30 @@ impl Parker {
         self.raw.park_timeout(timeout)
     }
 
+    /// Installs the hook an [`Unparker::unpark`] calls when it finds this
+    /// thread asleep in a driver ([`Parker::park_in_driver`]). Replaces any
+    /// earlier hook. Call it before the first `park_in_driver`.
+    pub fn set_driver_wake(&self, wake: DriverWake) {
+        self.raw.set_driver_wake(wake);
+    }
+
+    /// Sleeps in a driver: `wait` is the driver's own blocking wait (for an
+    /// I/O driver, `poll.poll(events, timeout)`). Returns at once, without
+    /// calling `wait`, if an unpark is pending (steps D1-D3 of the README).
+    ///
+    /// An unpark that arrives while the thread is in (or about to enter)
+    /// `wait` calls the driver wake hook, which must make `wait` return.
+    /// `wait` may also return on its own (a timeout, I/O events); the result
+    /// is then [`ParkResult::TimedOut`] and nothing is retried. `Notified`
+    /// means an unpark's token was consumed, with the unparker's writes
+    /// visible as after [`Parker::park`].
+    ///
+    /// Panics if no hook was installed with [`Parker::set_driver_wake`]: an
+    /// unpark could not reach the thread.
+    pub fn park_in_driver(&self, wait: impl FnOnce()) -> ParkResult {
+        self.raw.park_in_driver(wait)
+    }
+
     /// How many times the backend's wait returned, before any deadline, without
     /// a notification (futex spurious wakeups, signals, condvar spurious wakes).
     pub fn spurious_wakeups(&self) -> u64 {
@@ -196,6 +242,7 @@ impl<B> Inner<B> {
             UNPARKED => "UNPARKED",
             PARKED => "PARKED",
             NOTIFIED => "NOTIFIED",
+            PARKED_DRIVER => "PARKED_DRIVER",
             _ => "?",
         };
         f.debug_struct(name).field("state", &state).finish()
@@ -206,6 +253,8 @@ impl<B> Inner<B> {
 /// emulation on Linux too.
 pub(crate) struct RawParker<B> {
     inner: Arc<Inner<B>>,
+    /// Whether `set_driver_wake` ran (owner-only, so a plain `Cell`).
+    has_driver_wake: core::cell::Cell<bool>,
     /// `!Sync`: only the owning thread parks (two threads sleeping on one word
     /// would each need their own notification, and there is only one).
     _not_sync: PhantomData<core::cell::Cell<()>>,
@@ -227,6 +276,7 @@ impl<B: Sleep> RawParker<B> {
     pub(crate) fn new() -> Self {
         Self {
             inner: Arc::new(Inner::new()),
+            has_driver_wake: core::cell::Cell::new(false),
             _not_sync: PhantomData,
         }
     }
@@ -237,34 +287,52 @@ impl<B: Sleep> RawParker<B> {
         }
     }
 
-    /// Step 1 of the README: announce the sleep, or consume a pending unpark.
-    /// Returns false if an unpark was pending (and is now consumed).
+    /// Steps 1 and D1 of the README: announce the sleep (`parked` is PARKED
+    /// or PARKED_DRIVER), or consume a pending unpark. Returns false if an
+    /// unpark was pending (and is now consumed).
     #[inline]
-    fn announce(&self) -> bool {
-        // Relaxed on success: publishing PARKED carries no data; the waker
-        // only needs to see the value to know a wake is due. On failure the
-        // state was NOTIFIED (only unparkers write anything but UNPARKED and
-        // PARKED, and they write only NOTIFIED).
+    fn announce(&self, parked: u32) -> bool {
+        // broken: a plain store overwrites a NOTIFIED that came first; that
+        // unpark saw the thread running and did not call the hook.
+        #[cfg(magpie_broken = "driver_announce_by_store")]
+        if parked == PARKED_DRIVER {
+            self.inner.state.store(PARKED_DRIVER, Ordering::Relaxed);
+            return true;
+        }
+        // Relaxed on success: publishing PARKED (PARKED_DRIVER) carries no
+        // data; the waker only needs to see the value to know a wake is due.
+        // On failure the state was NOTIFIED (only unparkers write anything
+        // but UNPARKED and the parked states, and they write only NOTIFIED).
         match self.inner.state.compare_exchange(
             UNPARKED,
-            PARKED,
+            parked,
             Ordering::Relaxed,
             Ordering::Relaxed,
         ) {
             Ok(_) => true,
             Err(seen) => {
                 debug_assert_eq!(seen, NOTIFIED);
-                // broken: return on the token without taking it, so it
-                // stays behind and ends the next park too.
-                #[cfg(magpie_broken = "park_does_not_consume")]
-                return false;
-                // Acquire: pairs with the Release swap in `unpark`; a swap,
-                // not a store, so it reads the latest NOTIFIED and so
-                // synchronizes with every unpark merged into it.
-                let prev = self.inner.state.swap(UNPARKED, CONSUME);
-                debug_assert_eq!(prev, NOTIFIED);
-                false
+                self.consume_pending()
             }
+        }
+    }
+
+    /// The failure branch of steps 1 and D1: the word was NOTIFIED; take the
+    /// token. Returns false (the park must not sleep).
+    #[inline]
+    fn consume_pending(&self) -> bool {
+        // broken: return on the token without taking it, so it stays behind
+        // and ends the next park too.
+        #[cfg(magpie_broken = "park_does_not_consume")]
+        return false;
+        // Acquire: pairs with the Release swap in `unpark`; a swap, not a
+        // store, so it reads the latest NOTIFIED and so synchronizes with
+        // every unpark merged into it.
+        #[cfg(not(magpie_broken = "park_does_not_consume"))]
+        {
+            let prev = self.inner.state.swap(UNPARKED, CONSUME);
+            debug_assert_eq!(prev, NOTIFIED);
+            false
         }
     }
 
@@ -291,8 +359,43 @@ impl<B: Sleep> RawParker<B> {
         }
     }
 
+    pub(crate) fn set_driver_wake(&self, wake: DriverWake) {
+        *self
+            .inner
+            .driver_wake
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(wake);
+        self.has_driver_wake.set(true);
+    }
+
+    /// Steps D1-D3 of the README.
+    pub(crate) fn park_in_driver(&self, wait: impl FnOnce()) -> ParkResult {
+        assert!(
+            self.has_driver_wake.get(),
+            "park_in_driver needs a wake hook (Parker::set_driver_wake)"
+        );
+        // D1: announce the driver sleep, or consume a pending unpark.
+        if !self.announce(PARKED_DRIVER) {
+            return ParkResult::Notified;
+        }
+        // D2: the driver's wait. An unpark from here on finds PARKED_DRIVER
+        // and calls the hook, which makes this return (or keeps the wake for
+        // it, if it has not started yet).
+        wait();
+        // D3: leave. A swap, so an unpark that landed meanwhile is consumed
+        // here rather than left to end the next park early. Acquire: pairs
+        // with the Release swap in `unpark`, as in step 1.
+        match self.inner.state.swap(UNPARKED, CONSUME) {
+            NOTIFIED => ParkResult::Notified,
+            seen => {
+                debug_assert_eq!(seen, PARKED_DRIVER);
+                ParkResult::TimedOut
+            }
+        }
+    }
+
     pub(crate) fn park(&self) {
-        if !self.announce() {
+        if !self.announce(PARKED) {
             return;
         }
         loop {
@@ -319,7 +422,7 @@ impl<B: Sleep> RawParker<B> {
             self.park();
             return ParkResult::Notified;
         };
-        if !self.announce() {
+        if !self.announce(PARKED) {
             return ParkResult::Notified;
         }
         loop {
@@ -353,6 +456,23 @@ impl<B: Sleep> RawParker<B> {
 }
 
 impl<B: Sleep> RawUnparker<B> {
+    #[cold]
+    fn wake_driver(&self) {
+        // Clone out of the lock so the hook (a syscall) runs unlocked. The
+        // hook is always there: `park_in_driver` refuses to run without one,
+        // and only it writes PARKED_DRIVER.
+        let wake = self
+            .inner
+            .driver_wake
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        match wake {
+            Some(wake) => wake(),
+            None => unreachable!("PARKED_DRIVER without a driver wake hook"),
+        }
+    }
+
     pub(crate) fn unpark(&self) -> bool {
         // Release: pairs with the Acquire consumption of NOTIFIED in `park`
         // (steps 1, 3 and 4), so what this thread wrote before unparking is
@@ -371,11 +491,25 @@ impl<B: Sleep> RawUnparker<B> {
             {
                 Ok(p) | Err(p) => p,
             };
-        if prev == PARKED {
-            self.inner.backend.wake_one(&self.inner.state);
-            true
-        } else {
-            false
+        match prev {
+            PARKED => {
+                self.inner.backend.wake_one(&self.inner.state);
+                true
+            }
+            // U3: asleep in a driver's wait (D2), or about to be: the futex
+            // would not reach it; the driver's hook does.
+            #[cfg(not(magpie_broken = "unpark_ignores_driver"))]
+            PARKED_DRIVER => {
+                self.wake_driver();
+                true
+            }
+            // broken: the driver sleeper is treated as a futex sleeper.
+            #[cfg(magpie_broken = "unpark_ignores_driver")]
+            PARKED_DRIVER => {
+                self.inner.backend.wake_one(&self.inner.state);
+                true
+            }
+            _ => false,
         }
     }
 }

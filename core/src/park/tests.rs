@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::condvar::CondvarFutex;
-use super::{ParkResult, RawParker, Sleep, NOTIFIED, PARKED, UNPARKED};
+use super::{ParkResult, RawParker, Sleep, NOTIFIED, PARKED, PARKED_DRIVER, UNPARKED};
 use crate::sync::atomic::{AtomicU64, Ordering};
 use crate::sync::{thread, Arc};
 
@@ -28,6 +28,9 @@ for_each_backend! {
     park_timeout_after_unpark_is_notified => timeout_after_unpark;
     spurious_wakeups_are_absorbed_and_counted => spurious_absorbed;
     each_unpark_publishes_the_writes_before_it => ping_pong;
+    unpark_before_park_in_driver_skips_the_wait => driver_unpark_before;
+    unpark_of_a_driver_sleeper_calls_the_hook_not_the_futex => driver_hook_wakes;
+    park_in_driver_that_returns_by_itself_is_timed_out_and_resets => driver_own_return;
 }
 
 #[test]
@@ -157,4 +160,89 @@ fn ping_pong<B: Sleep + Send + Sync + 'static>() {
         assert_eq!(counter.load(Ordering::Relaxed), 2 * i + 2);
     }
     t.join().unwrap();
+}
+
+/// A stand-in for a driver's wait and waker (what `mio::Poll::poll` and
+/// `mio::Waker` are to the runtime): a sticky flag under a mutex.
+#[derive(Default)]
+struct DriverStandIn {
+    woken: std::sync::Mutex<bool>,
+    cvar: std::sync::Condvar,
+    wakes: AtomicU64,
+}
+
+impl DriverStandIn {
+    fn wait(&self) {
+        let mut woken = self.woken.lock().unwrap();
+        while !*woken {
+            woken = self.cvar.wait(woken).unwrap();
+        }
+        *woken = false;
+    }
+
+    fn wake(&self) {
+        self.wakes.fetch_add(1, Ordering::Relaxed);
+        *self.woken.lock().unwrap() = true;
+        self.cvar.notify_one();
+    }
+
+    fn hook(self: &std::sync::Arc<Self>) -> super::DriverWake {
+        let me = std::sync::Arc::clone(self);
+        std::sync::Arc::new(move || me.wake())
+    }
+}
+
+fn driver_unpark_before<B: Sleep>() {
+    let p = RawParker::<B>::new();
+    let driver = std::sync::Arc::new(DriverStandIn::default());
+    p.set_driver_wake(driver.hook());
+    let u = p.unparker();
+    assert!(!u.unpark(), "nobody was asleep");
+    let mut waited = false;
+    assert_eq!(p.park_in_driver(|| waited = true), ParkResult::Notified);
+    assert!(!waited, "a pending unpark skips the driver's wait");
+    assert_eq!(state(&p), UNPARKED);
+    assert_eq!(driver.wakes.load(Ordering::Relaxed), 0);
+}
+
+fn driver_hook_wakes<B: Sleep + Send + Sync + 'static>() {
+    let p = RawParker::<B>::new();
+    let driver = std::sync::Arc::new(DriverStandIn::default());
+    p.set_driver_wake(driver.hook());
+    let u = p.unparker();
+    let t = thread::spawn({
+        let driver = std::sync::Arc::clone(&driver);
+        move || {
+            let r = p.park_in_driver(|| driver.wait());
+            (r, state(&p))
+        }
+    });
+    while u.inner.state.load(Ordering::Relaxed) != PARKED_DRIVER {
+        thread::yield_now();
+    }
+    assert!(u.unpark(), "the thread was in the driver: a wake is issued");
+    assert_eq!(t.join().unwrap(), (ParkResult::Notified, UNPARKED));
+    assert_eq!(driver.wakes.load(Ordering::Relaxed), 1);
+}
+
+fn driver_own_return<B: Sleep>() {
+    let p = RawParker::<B>::new();
+    let driver = std::sync::Arc::new(DriverStandIn::default());
+    p.set_driver_wake(driver.hook());
+    // The wait returns on its own (an I/O event, a timeout).
+    assert_eq!(p.park_in_driver(|| ()), ParkResult::TimedOut);
+    assert_eq!(state(&p), UNPARKED);
+    // Nothing was left behind: a later futex park still needs an unpark.
+    assert_eq!(p.park_timeout(Duration::ZERO), ParkResult::TimedOut);
+    let u = p.unparker();
+    assert!(!u.unpark());
+    assert_eq!(p.park_in_driver(|| ()), ParkResult::Notified);
+    assert_eq!(driver.wakes.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+#[should_panic(expected = "needs a wake hook")]
+fn park_in_driver_without_a_hook_is_refused() {
+    let p = super::Parker::new();
+    let _ = p.park_in_driver(|| ());
 }

@@ -28,9 +28,9 @@ pub struct RuntimeMetrics {
     pub parks: u64,
     /// Tasks waiting in the global (inject) queue.
     pub global_queue_depth: usize,
-    /// I/O readiness events handled. Always 0: this runtime has no I/O
-    /// driver yet (the field is here so that the one being built can fill
-    /// it without changing the type).
+    /// I/O readiness events that reached a live registration
+    /// ([`Handle::io_metrics`](super::Handle::io_metrics) has the driver's
+    /// other counters).
     pub io_events: u64,
     /// Threads in the `spawn_blocking` pool, busy or idle.
     pub blocking_threads: usize,
@@ -113,7 +113,7 @@ impl super::Handle {
             steals: per_worker.iter().map(|w| w.steals).sum(),
             parks: per_worker.iter().map(|w| w.parks).sum(),
             global_queue_depth: inner.sched.inject.len(),
-            io_events: 0,
+            io_events: self.io_metrics().events,
             blocking_threads,
             blocking_idle_threads,
             blocking_queue_depth,

@@ -25,6 +25,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 
 use crate::config::DEFAULT_SEED;
+use crate::io::driver::PollerGuard;
+use crate::io::IoDriver;
 use crate::metrics::{MetricsSnapshot, WorkerMetrics};
 use crate::sched::tiered::{IdleAction, TieredIdle};
 use crate::sched::{
@@ -142,6 +144,9 @@ struct RtShared {
     sched: Shared<Notified<Handle>>,
     owned: OwnedTasks<Handle>,
     driver: Driver,
+    /// The I/O driver (`../io/`): its poller is where the last worker to
+    /// park sleeps.
+    io: Arc<IoDriver>,
     /// Tasks woken after the queues closed, dropped (cancelled) by the
     /// shutdown sequence rather than inside someone's waker.
     late: Mutex<Vec<Notified<Handle>>>,
@@ -178,10 +183,12 @@ impl Runtime {
         } else {
             Driver::new()
         };
+        let io = Arc::new(IoDriver::new()?);
         let inner = Arc::new(RtShared {
             sched,
             owned: OwnedTasks::new((workers * 4).next_power_of_two()),
             driver,
+            io,
             late: Mutex::new(Vec::new()),
             spin_iters: b.spin_iters,
             park_timeout: b.park_timeout,
@@ -200,6 +207,9 @@ impl Runtime {
         let cores = affinity::available_cores();
         let mut threads = Vec::with_capacity(workers);
         for (id, (local, parker)) in owned_parts.into_iter().enumerate() {
+            // io/README.md, P2: an unpark reaches a worker asleep in the
+            // poller through the poller's waker.
+            parker.set_driver_wake(handle.inner.io.wake_hook());
             let worker_handle = handle.clone();
             let seed = b.seed;
             let pin = b.pin_threads;
@@ -299,6 +309,9 @@ fn finish_shutdown(inner: &RtShared) {
     drain_late(inner);
     inner.ext.blocking.close_and_shutdown_all();
     inner.driver.shutdown();
+    // io/README.md, S2: sockets still registered (held outside the
+    // cancelled tasks) get the shutdown error instead of a hang.
+    inner.io.shutdown();
 }
 
 fn drain_late(inner: &RtShared) {
@@ -360,6 +373,11 @@ impl Handle {
             self.schedule_task(task, false);
         }
         JoinHandle { inner: join }
+    }
+
+    /// The runtime's I/O driver.
+    pub(crate) fn io_driver(&self) -> &Arc<IoDriver> {
+        &self.inner.io
     }
 
     /// The handle of the runtime this thread is running in, if any.
@@ -653,22 +671,49 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
                 }
                 match idle.next_action() {
                     IdleAction::Spin => std::hint::spin_loop(),
-                    IdleAction::Yield => thread::yield_now(),
+                    IdleAction::Yield => {
+                        // io/README.md, P3: look at the poller on the yield tier.
+                        let (w, told) = poll_io_now(worker, inner);
+                        worker = w;
+                        if told > 0 {
+                            idle.on_work();
+                            continue;
+                        }
+                        thread::yield_now();
+                    }
                     IdleAction::Park(timeout) => {
                         match sched::prepare_park(&mut *worker, &mut trace) {
                             ParkPrep::Resume => idle.on_work(),
                             ParkPrep::Exit => return worker,
                             ParkPrep::Sleep => {
-                                let result = park::park_worker(&mut worker, inner, timeout);
+                                // io/README.md, P1-P2: the worker that gets
+                                // the poller sleeps in it; the others on
+                                // their futex.
+                                let mut poller = inner.io.try_lock_poller();
+                                let result =
+                                    park::park_worker(&mut worker, inner, timeout, poller.as_mut());
                                 if !sched::after_park(&mut *worker, result, &mut trace) {
                                     return worker;
+                                }
+                                let mut told = 0;
+                                if let Some(mut poller) = poller {
+                                    // P4-P5: dispatch, then let the poller go.
+                                    let (w, n) = dispatch_io(worker, inner, &mut poller);
+                                    worker = w;
+                                    told = n;
+                                    drop(poller);
+                                    if told > 0 {
+                                        idle.on_work();
+                                    }
                                 }
                                 // Timers first: a woken timer's task lands in
                                 // our LIFO slot before we search (as a searcher
                                 // that finds work, we would wake a sibling).
                                 let (w, fired) = fire_timers_counted(worker, inner);
                                 worker = w;
-                                idle.set_quiet(result == ParkResult::TimedOut && fired > 0);
+                                idle.set_quiet(
+                                    result == ParkResult::TimedOut && fired > 0 && told == 0,
+                                );
                             }
                         }
                     }
@@ -679,7 +724,43 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
 }
 
 fn fire_timers(worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> {
-    fire_timers_counted(worker, inner).0
+    let worker = fire_timers_counted(worker, inner).0;
+    // io/README.md, P3: a busy worker looks at the poller with the timers.
+    poll_io_now(worker, inner).0
+}
+
+/// io/README.md, P3: a zero-timeout poll, if this worker gets the poller.
+fn poll_io_now(worker: Box<AsyncWorker>, inner: &RtShared) -> (Box<AsyncWorker>, usize) {
+    if !inner.io.has_registrations() {
+        return (worker, 0);
+    }
+    match inner.io.try_lock_poller() {
+        Some(mut poller) => {
+            poller.poll(Some(Duration::ZERO));
+            dispatch_io(worker, inner, &mut poller)
+        }
+        None => (worker, 0),
+    }
+}
+
+/// io/README.md, P4: wakes the tasks of the last poll's events with the
+/// worker lent to the thread-local context, so they land in its own queues;
+/// if more than one registration was told, one more worker is woken to
+/// share them.
+fn dispatch_io(
+    worker: Box<AsyncWorker>,
+    inner: &RtShared,
+    poller: &mut PollerGuard<'_>,
+) -> (Box<AsyncWorker>, usize) {
+    WORKER.with(|w| *w.borrow_mut() = Some(worker));
+    let told = poller.dispatch();
+    let worker = WORKER
+        .with(|w| w.borrow_mut().take())
+        .expect("the worker's context is back after the I/O dispatch");
+    if told > 1 {
+        inner.sched.notify_parked();
+    }
+    (worker, told)
 }
 
 /// Fires due timers with the worker lent to the thread-local context, so the

@@ -11,6 +11,7 @@ use magpie_core::sync::atomic::{fence, AtomicUsize, Ordering};
 
 use super::{until_next_timer, AsyncWorker, RtShared, WORKER};
 use crate::config::MAX_PARK_TIMEOUT;
+use crate::io::driver::PollerGuard;
 
 /// No worker holds the timer role.
 const NO_HOLDER: usize = 0;
@@ -50,10 +51,15 @@ impl TimerPark {
 ///    the typed executor's backoff ends at): new work or a new earliest
 ///    timer wakes them, never the clock.
 /// 4. On waking, the holder gives the role back.
+///
+/// A worker that holds the I/O poller (`poller`) sleeps in it instead of on
+/// its futex, for the same timeout (io/README.md, P2): readiness or an
+/// unpark (through the poller's waker) ends the sleep.
 pub(super) fn park_worker(
     worker: &mut AsyncWorker,
     inner: &RtShared,
     backoff: Duration,
+    poller: Option<&mut PollerGuard<'_>>,
 ) -> ParkResult {
     let tp = &inner.ext.timer_park;
     let paused = inner.driver.clock().is_paused();
@@ -82,7 +88,10 @@ pub(super) fn park_worker(
         // from the worker running the ticks.
         MAX_PARK_TIMEOUT.max(backoff)
     };
-    let result = worker.core.parker.park_timeout(timeout);
+    let result = match poller {
+        Some(p) => worker.core.parker.park_in_driver(|| p.poll(Some(timeout))),
+        None => worker.core.parker.park_timeout(timeout),
+    };
     if holder {
         // Relaxed: the role carries no data; a timer inserter that still
         // reads us as holder only unparks us once more (a spurious wake).

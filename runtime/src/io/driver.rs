@@ -1,0 +1,209 @@
+//! The I/O driver: one `mio::Poll`, its `mio::Waker`, and the registration
+//! table (README.md, steps P1-P5 and S1-S2).
+
+use std::io;
+use std::sync::{Mutex, MutexGuard, TryLockError};
+use std::time::Duration;
+
+use magpie_core::park::DriverWake;
+use magpie_core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use magpie_core::sync::Arc;
+use mio::event::Source;
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
+
+use super::scheduled_io::{Ready, ScheduledIo};
+use super::table::Table;
+
+/// The token of the driver's own waker; no registration has it (table.rs).
+pub(crate) const WAKE_TOKEN: Token = Token(usize::MAX);
+/// Events taken from the poller per poll.
+pub(crate) const EVENTS_CAPACITY: usize = 1024;
+
+/// The poller and its event buffer: owned by one worker at a time.
+pub(crate) struct Poller {
+    poll: Poll,
+    events: Events,
+}
+
+/// The driver, shared by the runtime (`RtShared`) and every registration.
+pub(crate) struct IoDriver {
+    /// Taken with `try_lock` only (P1): a worker that finds it held sleeps on
+    /// its futex instead.
+    poller: Mutex<Poller>,
+    registry: Registry,
+    waker: std::sync::Arc<Waker>,
+    table: Table,
+    metrics: IoCounters,
+}
+
+/// Counters behind [`IoMetrics`](super::IoMetrics). Relaxed: statistics.
+struct IoCounters {
+    driver_parks: AtomicU64,
+    polls: AtomicU64,
+    events: AtomicU64,
+    hook_wakes: std::sync::Arc<AtomicU64>,
+    in_driver: AtomicUsize,
+}
+
+impl IoDriver {
+    pub(crate) fn new() -> io::Result<Self> {
+        let poll = Poll::new()?;
+        let registry = poll.registry().try_clone()?;
+        let waker = std::sync::Arc::new(Waker::new(poll.registry(), WAKE_TOKEN)?);
+        Ok(Self {
+            poller: Mutex::new(Poller {
+                poll,
+                events: Events::with_capacity(EVENTS_CAPACITY),
+            }),
+            registry,
+            waker,
+            table: Table::new(),
+            metrics: IoCounters {
+                driver_parks: AtomicU64::new(0),
+                polls: AtomicU64::new(0),
+                events: AtomicU64::new(0),
+                hook_wakes: std::sync::Arc::new(AtomicU64::new(0)),
+                in_driver: AtomicUsize::new(0),
+            },
+        })
+    }
+
+    /// The hook every worker's parker calls when it finds its thread asleep
+    /// in the poller (magpie-core park U3): `mio::Waker::wake`, sticky until
+    /// the next poll returns.
+    pub(crate) fn wake_hook(&self) -> DriverWake {
+        let waker = std::sync::Arc::clone(&self.waker);
+        let wakes = std::sync::Arc::clone(&self.metrics.hook_wakes);
+        std::sync::Arc::new(move || {
+            wakes.fetch_add(1, Ordering::Relaxed);
+            // An error here (the eventfd gone) leaves nothing to wake.
+            let _ = waker.wake();
+        })
+    }
+
+    /// P1: the poller, if no other worker holds it.
+    pub(crate) fn try_lock_poller(&self) -> Option<PollerGuard<'_>> {
+        match self.poller.try_lock() {
+            Ok(guard) => Some(PollerGuard {
+                guard,
+                driver: self,
+            }),
+            // A panic while polling leaves a usable poller.
+            Err(TryLockError::Poisoned(e)) => Some(PollerGuard {
+                guard: e.into_inner(),
+                driver: self,
+            }),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// Whether any socket is registered. The zero-timeout polls (P3) are
+    /// skipped when none is: a runtime without I/O pays no syscall for them.
+    #[inline]
+    pub(crate) fn has_registrations(&self) -> bool {
+        self.table.len() > 0
+    }
+
+    /// Registers `source` for `interest`: a table slot (T1), then mio.
+    pub(crate) fn register(
+        &self,
+        source: &mut impl Source,
+        interest: Interest,
+    ) -> io::Result<(usize, Arc<ScheduledIo>)> {
+        let (token, io) = self.table.insert()?;
+        if let Err(e) = self.registry.register(source, Token(token), interest) {
+            self.table.remove(token);
+            return Err(e);
+        }
+        Ok((token, io))
+    }
+
+    /// Deregisters `source` from mio, then frees its slot (T3): an event
+    /// already taken from the poller for it names nobody once the slot moves
+    /// on.
+    pub(crate) fn deregister(&self, source: &mut impl Source, token: usize) -> io::Result<()> {
+        let r = self.registry.deregister(source);
+        self.table.remove(token);
+        r
+    }
+
+    /// S1-S2: refuse new registrations, mark every live one shut down and
+    /// wake its waiters, who then get the "runtime shut down" error.
+    pub(crate) fn shutdown(&self) {
+        for io in self.table.shutdown() {
+            io.shutdown();
+        }
+    }
+
+    pub(crate) fn metrics(&self) -> super::IoMetrics {
+        let m = &self.metrics;
+        super::IoMetrics {
+            driver_parks: m.driver_parks.load(Ordering::Relaxed),
+            polls: m.polls.load(Ordering::Relaxed),
+            events: m.events.load(Ordering::Relaxed),
+            hook_wakes: m.hook_wakes.load(Ordering::Relaxed),
+            in_driver: m.in_driver.load(Ordering::Relaxed),
+            registrations: self.table.len(),
+        }
+    }
+}
+
+/// Held by the one worker that owns the poller (P1). Dropping it lets
+/// another worker take it.
+pub(crate) struct PollerGuard<'a> {
+    guard: MutexGuard<'a, Poller>,
+    driver: &'a IoDriver,
+}
+
+impl PollerGuard<'_> {
+    /// P2/P3: one `mio::Poll::poll` into the buffer (`None`: no timeout).
+    /// The caller sleeps here through `Parker::park_in_driver` when it parks,
+    /// or passes a zero timeout for a look without sleeping. Interruption by
+    /// a signal counts as an empty poll.
+    pub(crate) fn poll(&mut self, timeout: Option<Duration>) {
+        let m = &self.driver.metrics;
+        m.polls.fetch_add(1, Ordering::Relaxed);
+        let parking = timeout != Some(Duration::ZERO);
+        if parking {
+            m.driver_parks.fetch_add(1, Ordering::Relaxed);
+            m.in_driver.fetch_add(1, Ordering::Relaxed);
+        }
+        let Poller { poll, events } = &mut *self.guard;
+        if let Err(e) = poll.poll(events, timeout) {
+            events.clear();
+            debug_assert_eq!(e.kind(), io::ErrorKind::Interrupted, "mio poll: {e}");
+        }
+        if parking {
+            m.in_driver.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// P4: for each event of the last poll whose token still names a live
+    /// registration (T2), set its readiness and wake its waiters. Returns how
+    /// many registrations were told. The wakes schedule tasks through the
+    /// runtime's normal path (the caller lends its worker, so they land in
+    /// its own queues).
+    pub(crate) fn dispatch(&mut self) -> usize {
+        let mut told = 0;
+        for event in self.guard.events.iter() {
+            let token = event.token();
+            if token == WAKE_TOKEN {
+                continue;
+            }
+            let Some(io) = self.driver.table.get(token.0) else {
+                continue; // stale: deregistered, maybe reused (T2)
+            };
+            let ready = Ready::from_mio(event);
+            if !ready.is_empty() {
+                io.set_readiness_and_wake(ready);
+                told += 1;
+            }
+        }
+        self.guard.events.clear();
+        self.driver
+            .metrics
+            .events
+            .fetch_add(told as u64, Ordering::Relaxed);
+        told
+    }
+}
