@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The network benchmarks: TCP echo and hyper HTTP/1.1 keep-alive, tokio
-# against magpie (async-io stand-in, and native with MAGPIE_NATIVE_NET=1),
+# against magpie (native, and the async-io stand-in),
 # alternating round by round. See benches/net/README.md.
 #
 #   benches/net/run.sh                      # every group, 5 s per run, >= 5 rounds
