@@ -292,3 +292,42 @@ fn lazy_set_scanned_from_many_threads_at_once_matches_the_eager_set() {
         assert_eq!(lazy.built_regex_count(), lazy.len());
     }
 }
+
+#[test]
+fn a_service_name_inside_a_longer_word_does_not_name_the_service() {
+    let rs = RuleSet::builtin();
+    let id = rs.find("alchemy-api-key").expect("the Alchemy rule");
+    let secret = rs.generate_secret(id, &mut Rng::new(9)).unwrap();
+    let own = format!("ALCHEMY_API_KEY = \"{secret}\"");
+    assert_eq!(
+        describe(&rs, &own, &scan_all(&rs, &own)),
+        [("alchemy-api-key".to_string(), secret.clone())]
+    );
+    // `sqlalchemy` holds the name but is another word: whatever reports the
+    // value, it is not the Alchemy rule.
+    let other = format!("SQLALCHEMY_POOL_TOKEN = \"{secret}\"");
+    let found = describe(&rs, &other, &scan_all(&rs, &other));
+    assert!(
+        found.iter().all(|(rule, _)| rule != "alchemy-api-key"),
+        "{found:?}"
+    );
+    assert!(!found.is_empty(), "the generic rule still sees a token");
+}
+
+#[test]
+fn a_service_name_rule_needs_a_letter_and_a_digit_in_the_value() {
+    let rs = RuleSet::builtin();
+    for (line, reported) in [
+        ("chartmogul token: Zq8rT1vW9kL2mN4pX7cBQ3sD", true),
+        ("chartmogul token: ZqurTkvWmkLqmNwpXscBQasD", false),
+        ("chartmogul token: 4830291047582910473829104", false),
+        ("chartmogul token: chartmogul-ruby-client-v2", false),
+    ] {
+        let found = describe(&rs, line, &scan_all(&rs, line));
+        assert_eq!(
+            found.iter().any(|(r, _)| r == "chartmogul-api-key"),
+            reported,
+            "{line:?} -> {found:?}"
+        );
+    }
+}

@@ -10,6 +10,8 @@
 
 use super::spec::{AllowlistSpec, Precision, RuleSpec};
 
+mod services;
+
 /// Key name, then an assignment: `NAME_suffix"? = "`, `: `, `:=`, `=>`.
 const ASSIGN: &str = r#"[\w.-]{0,25}?["']?\s{0,4}(?::=|=>|=|:)\s{0,4}["'`]?"#;
 /// Ends a value drawn from `[A-Za-z0-9_-]`.
@@ -44,6 +46,12 @@ impl B {
     }
     fn precision(mut self, p: Precision) -> B {
         self.spec.precision = p;
+        self
+    }
+    /// The secret is the first capture group that matched (for a regex
+    /// whose alternatives capture it in different groups).
+    fn any_group(mut self) -> B {
+        self.spec.secret_group = None;
         self
     }
     fn ci(mut self) -> B {
@@ -165,7 +173,11 @@ fn table() -> Vec<B> {
         // ---------------------------------------------------------------- cloud
         tok("aws-access-key-id", "cloud", "AWS access key id", &["AKIA", "ASIA", "ABIA", "ACCA"],
             r"\b((?:AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})\b", "AKIA{b32:16}").ent(3.0)
-            .neg(&["AKIAIOSFODNN7EXAMPLE", "AKIA{b32:12}", "akia{b32:16}"]),
+            // The credential scope of a SigV4 presigned URL: the key id is
+            // not secret and the URL expires within 7 days.
+            .allow_line(&[r"X-Amz-Credential=(?:AKIA|ASIA)[A-Z2-7]{16}(?:%2[Ff]|/)[0-9]{8}(?:%2[Ff]|/)"])
+            .neg(&["AKIAIOSFODNN7EXAMPLE", "AKIA{b32:12}", "akia{b32:16}",
+                   "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=3600&X-Amz-Credential=AKIA{b32:16}%2F20190814%2Fus-west-2%2Fs3%2Faws4_request&X-Amz-Signature={hex:64}"]),
         tok("aws-secret-access-key", "cloud", "AWS secret access key",
             &["secret_access_key", "secretaccesskey", "secret-access-key", "aws_secret_key"],
             r#"(?i:secret[_-]?access[_-]?key|aws[_-]?secret[_-]?key)["']?\s{0,4}(?::=|=>|=|:)\s{0,4}["']?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
@@ -569,7 +581,7 @@ fn table() -> Vec<B> {
         tok("readme-api-key", "saas", "ReadMe API key", &["rdme_"],
             r"\b(rdme_[a-z0-9]{70})\b", "rdme_{lowalnum:70}").ent(4.0).neg(&["rdme_{lowalnum:20}"]),
         tok("shippo-api-token", "saas", "Shippo API token", &["shippo_live_", "shippo_test_"],
-            r"\b(shippo_(?:live|test)_[a-f0-9]{40})\b", "shippo_live_{hex:40}").ent(3.0).neg(&["shippo_live_{hex:20}"]),
+            r"\b(shippo_(?:live|test)_[a-fA-F0-9]{40})\b", "shippo_live_{hex:40}").ent(3.0).neg(&["shippo_live_{hex:20}"]),
         tok("easypost-api-key", "saas", "EasyPost API key", &["EZAK"],
             r"\b(EZAK[A-Za-z0-9]{54})\b", "EZAK{alnum:54}").ent(4.0).neg(&["EZAK{alnum:20}"]),
         tok("duffel-api-token", "saas", "Duffel API token", &["duffel_live_", "duffel_test_"],
@@ -582,7 +594,7 @@ fn table() -> Vec<B> {
             .ex(&["TWITTER_BEARER_TOKEN={secret}"]).neg(&["TWITTER_BEARER_TOKEN=AAAAAAAAAAAAAAAAAAAAA"]),
         tok("facebook-access-token", "saas", "Facebook / Meta access token", &["EAAB", "EAAC", "EAAD", "EAAG"],
             r"\b(EAA[BCDG][A-Za-z0-9]{80,250})\b", "EAAG{alnum:150}").ent(4.0).neg(&["EAAG{alnum:30}"]),
-        ctx("algolia-admin-key", "saas", "Algolia admin API key", &["algolia"], "algolia", "[a-f0-9]{32}", r"\b", "{hex:32}")
+        ctx("algolia-admin-key", "saas", "Algolia admin API key", &["algolia"], "algolia", "[a-z0-9]{32}", r"\b", "{hex:32}")
             .ent(3.0).ex(&["ALGOLIA_ADMIN_KEY={secret}"]).neg(&["ALGOLIA_ADMIN_KEY={hex:12}"]),
         ctx("zendesk-api-token", "saas", "Zendesk API token", &["zendesk"], "zendesk", "[A-Za-z0-9]{40}", r"\b", "{alnum:40}")
             .ent(4.0).ex(&["ZENDESK_API_TOKEN={secret}"]).neg(&["ZENDESK_API_TOKEN={alnum:8}"]),
@@ -639,20 +651,23 @@ fn table() -> Vec<B> {
         url("amqp-url", "AMQP (RabbitMQ) connection URL with a password", &["amqp://", "amqps://"], "amqps?",
             "amqp://worker:{secret}@mq.internal:5672/vhost"),
         tok("url-credential", "url-credential", "Password embedded in a URL (scheme://user:pass@host)", &["://"],
-            r#"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^:@/\s"'<>]{1,64}:([^@/\s"'<>]{3,128})@[A-Za-z0-9\[_-]"#,
+            r#"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^:@/\s"'<>]{1,64}:([^:@/\s"'<>]{3,128})@[A-Za-z0-9\[_-][A-Za-z0-9._-]{0,62}"#,
             "{urlpass:16}").prio(-5).ent(3.0)
             .allow_secret(&[URL_PASSWORD_PLACEHOLDERS])
+            .allow_match(&[URL_EXAMPLE_HOSTS])
             .ex(&["git clone https://deploy:{secret}@git.internal.net/repo.git", "ftp://backup:{secret}@files.internal.net/dumps/",
                   "sftp://ops:{secret}@10.0.4.2:22/upload"])
-            .neg(&["https://user:password@example.com/", "ftp://anonymous:guest@ftp.example.org/", "http://joe:${PASS}@host/"]),
+            .neg(&["https://user:password@example.com/", "ftp://anonymous:guest@ftp.example.org/", "http://joe:${PASS}@host/",
+                   "http://user:p%40ss%3Aw0rd@example.com/path", "MultiHostUrl('https://foo.com:123,foo:bar@bar.com/path')",
+                   "git clone https://deploy:{urlpass:16}@git.internal.test/repo.git"]),
         // ------------------------------------------------------------- generic
         tok("generic-secret-assignment", "generic", "High-entropy value assigned to a password, secret, token or API key",
             &["passw", "secret", "token", "api_key", "apikey", "api-key", "access_key", "auth_key"],
             r#"(?i:passw(?:or)?d|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key)[\w.-]{0,20}["']?[ \t]{0,4}(?::=|=>|=|:|>)[ \t]{0,4}["'`]?([A-Za-z0-9+/_.~!@#%^*=-]{12,100})(?:["'`\s;,&<]|$)"#,
             "{alnum:24}").ci().prio(-10).ent(3.5).classes(3).precision(Precision::Low)
-            .allow_secret(&[GENERIC_NOT_SECRET_VALUES, GENERIC_IDENTIFIERS, GENERIC_EXPRESSIONS, GENERIC_NAMED_VALUES])
+            .allow_secret(&[GENERIC_NOT_SECRET_VALUES, GENERIC_IDENTIFIERS, GENERIC_EXPRESSIONS, GENERIC_NAMED_VALUES, GENERIC_RESOURCE_IDS])
             .allow_match(&[GENERIC_AWS_SECRET_NAMES])
-            .allow_line(&[GENERIC_NOT_SECRET_NAMES])
+            .allow_line(&[GENERIC_NOT_SECRET_NAMES, GENERIC_EXAMPLE_LINE])
             .stopwords(DOCUMENTATION_VALUES)
             .ex(&["db_password = \"{secret}\"", "API_TOKEN={secret}\n", "  client_secret: '{secret}'",
                   "https://api.example.net/v1?token={secret}&page=2", "secret={secret};path=/",
@@ -677,7 +692,10 @@ fn table() -> Vec<B> {
                    "password: \"correcthorsebatterystaple1!\"",
                    "_bindgen_ty_secret: __IncompleteArrayField<u8>,", "Token: DISPID_SpeechObjectTokenCategory,",
                    "password: MI_UsernamePasswordCreds,", "\"ExportToken\": \"export-token-cu4lg26ofcziixny\"",
-                   "\"Password\": \"PassWordMustBeAtLeast6Chars.\"", "access_token=\"2YotnFZFEjr1zCsicMWpAA\""]),
+                   "\"Password\": \"PassWordMustBeAtLeast6Chars.\"", "access_token=\"2YotnFZFEjr1zCsicMWpAA\"",
+                   // Self-labelled documentation lines, DNS verification tokens.
+                   "--credential \"AccessKeyId=ABCDE12345670EXAMPLE, RawSecretAccessKey={b64:43}=\"",
+                   "\"VerificationToken\": \"{b64:43}=\",", "\"CopyProductToken\": \"copyproduct-abc5defgjkdji\""]),
     ]
 }
 
@@ -728,33 +746,54 @@ const DOCUMENTATION_VALUES: &[&str] = &[
     "gX1fBat3bV",
 ];
 
-/// Names of tokens that are not credentials (pagination, idempotency, CSRF).
-const GENERIC_NOT_SECRET_NAMES: &str = r"(?i)(?:next|page|continuation|request|client|idempotency|csrf|xsrf|sync|cancel(?:lation)?|change|purchase|refresh_?token_?url)[_-]?token";
+/// Resource ids, not keys: a lower-case kind, `-`, then lower-case letters
+/// and digits (`copyproduct-abc5defgjkdji`, `dxvif-fgputw0j`). A random key
+/// almost always mixes cases or symbols.
+const GENERIC_RESOURCE_IDS: &str = r"^[a-z]{2,24}-[a-z0-9]{6,32}$";
+
+/// A line that labels itself as an example the way AWS's documentation
+/// does (`AccessKeyId=ABCDE12345670EXAMPLE`, `dxvif-fEXAMPLE`): upper-case
+/// `EXAMPLE` ending a word. Only the generic rule (precision low) honours it.
+const GENERIC_EXAMPLE_LINE: &str = r"EXAMPLE\b";
+
+/// Names of tokens that are not credentials (pagination, idempotency, CSRF,
+/// domain verification tokens that are published in DNS).
+const GENERIC_NOT_SECRET_NAMES: &str = r"(?i)(?:next|page|continuation|request|client|idempotency|csrf|xsrf|sync|cancel(?:lation)?|change|purchase|verification|refresh_?token_?url)[_-]?token";
+
+/// Hosts reserved for documentation (RFC 2606, RFC 6761): a credential in a
+/// URL to `example.com` or `*.test` is an example. (The match ends with the
+/// host.)
+const URL_EXAMPLE_HOSTS: &str =
+    r"@(?:[A-Za-z0-9_-]+\.)*(?:example\.(?:com|net|org)|[A-Za-z0-9_-]+\.(?:example|test|invalid))$";
 
 /// Whole passwords that mark a URL as an example.
 const URL_PASSWORD_PLACEHOLDERS: &str = r"^(?i:password|passwd|pass|pwd|secret|admin|root|guest|user|test|demo|postgres|mysql|redis|rabbitmq|mongo|x+|\*+)$";
 
 fn url(id: &str, desc: &str, kws: &[&str], scheme: &str, example: &str) -> B {
-    let re =
-        format!(r#"\b(?i:{scheme})://[^:@/\s"'<>]{{0,64}}:([^@/\s"'<>]{{3,128}})@[A-Za-z0-9\[_-]"#);
+    let re = format!(
+        r#"\b(?i:{scheme})://[^:@/\s"'<>]{{0,64}}:([^:@/\s"'<>]{{3,128}})@[A-Za-z0-9\[_-][A-Za-z0-9._-]{{0,62}}"#
+    );
     let first = kws[0];
     base(id, "url-credential", desc, kws, re, "{urlpass:16}")
         .ci()
         .precision(Precision::Medium)
         .ent(2.5)
         .allow_secret(&[URL_PASSWORD_PLACEHOLDERS])
+        .allow_match(&[URL_EXAMPLE_HOSTS])
         .ex(&[example])
         .neg(&[
             &format!("{first}user:password@localhost/db"),
             &format!("{first}app:${{DB_PASSWORD}}@db:5432/app"),
             &format!("{first}user:<password>@host/db"),
             &format!("{first}localhost:5432/db"),
+            &format!("{first}app:{{urlpass:16}}@db.example.com:5432/app"),
         ])
 }
 
 pub(super) fn specs() -> Vec<RuleSpec> {
     table()
         .into_iter()
+        .chain(services::table())
         .map(|mut b| {
             b.spec.source = "built-in".into();
             b.spec

@@ -46,6 +46,16 @@ pub const CLASSES: &[(&str, &str)] = &[
     ("b32lower", "abcdefghijklmnopqrstuvwxyz234567"),
     ("bech32", "qpzry9x8gf2tvdw0s3jn54khce6mua7l"),
     ("BECH32", "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"),
+    // crypt(3) hash strings (bcrypt, SHA-crypt, MD5-crypt).
+    (
+        "crypt",
+        "./0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+    ),
+    // Django's startproject SECRET_KEY alphabet.
+    (
+        "django",
+        "abcdefghijklmnopqrstuvwxyz0123456789!@#$%^&*(-_=+)",
+    ),
     // Characters a password may hold inside a URL's userinfo.
     (
         "urlpass",
