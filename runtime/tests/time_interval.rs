@@ -372,3 +372,48 @@ fn interval_as_a_stream_yields_the_scheduled_ticks() {
     );
     assert_eq!(iv.size_hint(), (usize::MAX, None));
 }
+
+fn us(n: u64) -> Duration {
+    Duration::from_micros(n)
+}
+
+/// The wheel fires a deadline at the next whole millisecond (README, "Ticks,
+/// resolution and rounding"); an interval counts its overruns from that
+/// instant, not from the deadline, so the rounding alone never makes a tick
+/// "missed". Grid at 0.3 ms + k ms, so each tick fires 0.7 ms after its
+/// deadline; the second is delivered 1.3 ms after its deadline but 0.6 ms
+/// after the wheel fired it. Counted from the deadline (as before), that
+/// was an overrun and `DropTick` skipped the tick at 2.3 ms; now it is
+/// delivered at once, still less than a period after its deadline.
+#[test]
+fn the_wheels_rounding_is_not_an_overrun() {
+    let (_driver, _guard, start, _log) = paused();
+    let mut t = Ticker::new(interval_at(start + us(300), ms(1)));
+    assert_eq!(t.interval.overrun_policy(), Some(DropTick));
+    assert!(t.poll().is_pending());
+    time::advance(ms(1));
+    assert_eq!(t.poll(), Poll::Ready(start + us(300)));
+    assert!(t.poll().is_pending());
+    time::advance(us(1600)); // now = 2.6 ms; the tick at 1.3 fired at 2.0
+    assert_eq!(t.poll(), Poll::Ready(start + us(1300)));
+    assert_eq!(t.interval.next_tick(), start + us(2300), "the grid holds");
+    // 2.3 is already past, by less than a period: delivered at once.
+    assert_eq!(t.poll(), Poll::Ready(start + us(2300)));
+    let stats = t.interval.stats();
+    assert_eq!(
+        (stats.ticks, stats.overruns, stats.skipped_ticks),
+        (3, 0, 0)
+    );
+    assert_eq!(
+        stats.max_lateness,
+        us(1300),
+        "lateness still counts from the deadline"
+    );
+    // A tick delivered a whole period after the wheel fired it is missed.
+    assert!(t.poll().is_pending());
+    time::advance(us(2400)); // now = 5.0; the tick at 3.3 fired at 4.0
+    assert_eq!(t.poll(), Poll::Ready(start + us(3300)));
+    let stats = t.interval.stats();
+    assert_eq!((stats.overruns, stats.skipped_ticks), (1, 1));
+    assert_eq!(t.interval.next_tick(), start + us(5300));
+}

@@ -34,6 +34,9 @@ use crate::sync::{Arc, Mutex};
 mod condvar;
 #[cfg(all(target_os = "linux", not(loom)))]
 mod futex;
+// Two system calls and no shared memory: the same under loom.
+#[cfg(target_os = "linux")]
+pub mod timerfd;
 
 cfg_if::cfg_if! {
     if #[cfg(all(target_os = "linux", not(loom)))] {

@@ -11,11 +11,23 @@ use magpie_core::sync::Arc;
 use mio::event::Source;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 
+#[cfg(target_os = "linux")]
+use std::os::fd::AsRawFd;
+
+#[cfg(target_os = "linux")]
+use magpie_core::park::timerfd::TimerFd;
+#[cfg(target_os = "linux")]
+use mio::unix::SourceFd;
+
 use super::scheduled_io::{Ready, ScheduledIo};
 use super::table::Table;
 
 /// The token of the driver's own waker; no registration has it (table.rs).
 pub(crate) const WAKE_TOKEN: Token = Token(usize::MAX);
+/// The token of the poller's precise timer: the all-ones index with
+/// generation 0, an index the table never hands out (table.rs).
+#[cfg(target_os = "linux")]
+const TIMER_TOKEN: Token = Token((1 << super::table::INDEX_BITS) - 1);
 /// Events taken from the poller per poll.
 pub(crate) const EVENTS_CAPACITY: usize = 1024;
 
@@ -23,6 +35,11 @@ pub(crate) const EVENTS_CAPACITY: usize = 1024;
 pub(crate) struct Poller {
     poll: Poll,
     events: Events,
+    /// Ends a poll at a deadline finer than epoll's millisecond timeout
+    /// (`PollerGuard::poll_precise`); `None` off Linux, or when the kernel
+    /// refused one.
+    #[cfg(target_os = "linux")]
+    timer: Option<TimerFd>,
 }
 
 /// The driver, shared by the runtime (`RtShared`) and every registration.
@@ -50,10 +67,19 @@ impl IoDriver {
         let poll = Poll::new()?;
         let registry = poll.registry().try_clone()?;
         let waker = std::sync::Arc::new(Waker::new(poll.registry(), WAKE_TOKEN)?);
+        #[cfg(target_os = "linux")]
+        let timer = TimerFd::new().ok().filter(|t| {
+            let fd = t.as_raw_fd();
+            poll.registry()
+                .register(&mut SourceFd(&fd), TIMER_TOKEN, Interest::READABLE)
+                .is_ok()
+        });
         Ok(Self {
             poller: Mutex::new(Poller {
                 poll,
                 events: Events::with_capacity(EVENTS_CAPACITY),
+                #[cfg(target_os = "linux")]
+                timer,
             }),
             registry,
             waker,
@@ -168,7 +194,7 @@ impl PollerGuard<'_> {
             m.driver_parks.fetch_add(1, Ordering::Relaxed);
             m.in_driver.fetch_add(1, Ordering::Relaxed);
         }
-        let Poller { poll, events } = &mut *self.guard;
+        let Poller { poll, events, .. } = &mut *self.guard;
         if let Err(e) = poll.poll(events, timeout) {
             events.clear();
             debug_assert_eq!(e.kind(), io::ErrorKind::Interrupted, "mio poll: {e}");
@@ -176,6 +202,30 @@ impl PollerGuard<'_> {
         if parking {
             m.in_driver.fetch_sub(1, Ordering::Relaxed);
         }
+    }
+
+    /// Whether [`poll_precise`](Self::poll_precise) can end a sleep finer
+    /// than a millisecond: the poller has a timer descriptor (Linux).
+    pub(crate) fn has_precise_timer(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        return self.guard.timer.is_some();
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+
+    /// P2 for a sleep that must end at `timeout` exactly, not at the next
+    /// whole millisecond after it (epoll's resolution, rounded up by mio):
+    /// arms the poller's timer descriptor for `timeout`, then polls with
+    /// `timeout` as the backstop (alone, if arming failed or there is no
+    /// descriptor). An expiry left behind by an earlier wake is replaced by
+    /// the next arm and not reported (core's `TimerFd`); a poll that does
+    /// not arm may see it once: a spurious wake.
+    pub(crate) fn poll_precise(&mut self, timeout: Duration) {
+        #[cfg(target_os = "linux")]
+        if let Some(timer) = &self.guard.timer {
+            let _ = timer.arm(timeout);
+        }
+        self.poll(Some(timeout));
     }
 
     /// P4: for each event of the last poll whose token still names a live
@@ -188,6 +238,10 @@ impl PollerGuard<'_> {
         for event in self.guard.events.iter() {
             let token = event.token();
             if token == WAKE_TOKEN {
+                continue;
+            }
+            #[cfg(target_os = "linux")]
+            if token == TIMER_TOKEN {
                 continue;
             }
             let Some(io) = self.driver.table.get(token.0) else {

@@ -55,6 +55,11 @@ impl TimerPark {
 /// A worker that holds the I/O poller (`poller`) sleeps in it instead of on
 /// its futex, for the same timeout (io/README.md, P2): readiness or an
 /// unpark (through the poller's waker) ends the sleep.
+///
+/// 5. The holder never oversleeps its deadline: in the poller it arms the
+///    poller's timer descriptor for its exact timeout (Linux); elsewhere the
+///    poller's millisecond timeout is rounded down for it ([`whole_millis`])
+///    and a sub-millisecond remainder is slept on the futex.
 pub(super) fn park_worker(
     worker: &mut AsyncWorker,
     inner: &RtShared,
@@ -89,6 +94,25 @@ pub(super) fn park_worker(
         MAX_PARK_TIMEOUT.max(backoff)
     };
     let result = match poller {
+        // The poller's timeout is whole milliseconds, rounded up (epoll;
+        // mio rounds up so that a short wait is never a busy poll). A
+        // holder that slept through it would wake up to 1 ms past its
+        // deadline, and a 1 ms interval would lose every other tick
+        // (README, "Idle workers and timers", step 5).
+        // So the holder arms the poller's timer descriptor for the exact
+        // timeout; without one (off Linux) it sleeps whole milliseconds in
+        // the poller and the remainder on its futex.
+        Some(p) if holder && coarse_lateness(timeout) <= COARSE_SLACK => {
+            worker.core.parker.park_in_driver(|| p.poll(Some(timeout)))
+        }
+        Some(p) if holder && p.has_precise_timer() => worker
+            .core
+            .parker
+            .park_in_driver(|| p.poll_precise(timeout)),
+        Some(p) if holder => match whole_millis(timeout) {
+            Some(whole) => worker.core.parker.park_in_driver(|| p.poll(Some(whole))),
+            None => worker.core.parker.park_timeout(timeout),
+        },
         Some(p) => worker.core.parker.park_in_driver(|| p.poll(Some(timeout))),
         None => worker.core.parker.park_timeout(timeout),
     };
@@ -100,6 +124,36 @@ pub(super) fn park_worker(
             .compare_exchange(me, NO_HOLDER, Ordering::Relaxed, Ordering::Relaxed);
     }
     result
+}
+
+/// How late the poller's own timeout (whole milliseconds, rounded up) would
+/// wake a sleeper due in `timeout`.
+fn coarse_lateness(timeout: Duration) -> Duration {
+    let rem = timeout.subsec_nanos() % 1_000_000;
+    Duration::from_nanos(u64::from((1_000_000 - rem) % 1_000_000))
+}
+
+/// The lateness past its deadline the holder accepts from the poller's
+/// millisecond timeout before it pays for a precise wake. A precise wake
+/// (`timerfd` or futex) costs more CPU than the poller's own timeout on this
+/// project's VMs: one 1 ms interval took 45-47 ms of CPU per second with
+/// every wake precise, 38-41 with sub-millisecond naps on the futex, and
+/// 24-26 with the poller's timeout alone, which lost 7-9 % of the ticks
+/// (docs/benchmarks.md). The poller's wake drifts later by the timer slack
+/// at each tick; once the drift passes this slack, one precise wake puts
+/// the holder back on its deadline.
+const COARSE_SLACK: Duration = Duration::from_micros(250);
+
+/// How long the timer-role holder may sleep in the poller: its timeout
+/// rounded *down* to whole milliseconds, so that the poller (whose timeout
+/// is whole milliseconds, rounded up) wakes it before its deadline, never
+/// after. `None` when less than a millisecond is left: that remainder is
+/// slept on the futex, whose timeout is exact, with the poller held but not
+/// waited on, so readiness that arrives meanwhile waits for at most that
+/// remainder. An exact multiple of a millisecond is kept as it is.
+fn whole_millis(timeout: Duration) -> Option<Duration> {
+    let whole = Duration::from_millis(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX));
+    (!whole.is_zero()).then_some(whole)
 }
 
 /// The driver's unparker: a new timer became the earliest (the hint moved

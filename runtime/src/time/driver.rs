@@ -360,6 +360,13 @@ impl Driver {
         clamp_tick(nanos.div_ceil(NANOS_PER_TICK))
     }
 
+    /// The earliest instant at which a timer due at `deadline` can fire: the
+    /// deadline rounded up to the wheel's resolution (1 ms after the origin).
+    /// An interval counts its overruns from here (interval.rs, `poll_tick`).
+    pub(crate) fn firing_instant(&self, deadline: Instant) -> Instant {
+        self.tick_to_instant(self.instant_to_tick_ceil(deadline))
+    }
+
     /// The last whole tick at or before `t`: what `process(t)` may fire.
     fn instant_to_tick_floor(&self, t: Instant) -> u64 {
         let nanos = t.saturating_duration_since(self.inner.origin).as_nanos();

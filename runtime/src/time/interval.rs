@@ -221,16 +221,25 @@ impl Interval {
         let scheduled = self.sleep.deadline();
         let now = self.sleep.driver().clock().now();
         let lateness = now.saturating_duration_since(scheduled);
+        // The overrun test counts from the instant the wheel could first
+        // fire the tick, its deadline rounded up to the 1 ms resolution:
+        // that rounding alone (up to 1 ms, whatever the period) never makes
+        // a tick count as missed. Counted from `scheduled`, a 1 ms interval
+        // whose grid sits 0.9 ms before the wheel's ticks dropped a tick
+        // whenever its task ran 0.1 ms late. `max_lateness` still counts
+        // from `scheduled`.
+        let fires_at = self.sleep.driver().firing_instant(scheduled);
+        let late = now.saturating_duration_since(fires_at);
 
         let (plan, next) = match self.mode {
             Mode::Policy(policy) => {
-                let plan = policy.plan(lateness, self.period);
+                let plan = policy.plan(late, self.period);
                 (plan, grid_point(scheduled, self.period, plan.steps))
             }
             Mode::Burst | Mode::Delay => {
                 // Same overrun test as the policies; nothing is skipped by
                 // a burst, and the grid instants a delay jumps over are.
-                let drop_plan = OverrunPolicy::DropTick.plan(lateness, self.period);
+                let drop_plan = OverrunPolicy::DropTick.plan(late, self.period);
                 let (skipped, next) = if self.mode == Mode::Burst {
                     (0, grid_point(scheduled, self.period, 1))
                 } else if drop_plan.overrun {
