@@ -14,6 +14,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
+pub mod history;
+
 use scan::chunk::CHUNK_SIZE;
 use scan::rules::template::{render, Rng};
 use scan::rules::{RuleId, RuleSet};

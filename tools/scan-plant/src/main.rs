@@ -16,7 +16,7 @@ use std::time::Instant;
 use scan::rules::{PrefilterKind, RuleSet, Scratch};
 
 fn usage() -> ExitCode {
-    eprintln!("usage: scan-plant OUT_DIR --seed N [--files K]\n       scan-plant --engine-throughput DIR [--prefilter shiftor|teddy|dfa]\n       scan-plant --list-rules");
+    eprintln!("usage: scan-plant OUT_DIR --seed N [--files K]\n       scan-plant --git REPO --seed N [--rounds K]\n       scan-plant --engine-throughput DIR [--prefilter shiftor|teddy|dfa]\n       scan-plant --list-rules");
     ExitCode::from(2)
 }
 
@@ -113,6 +113,48 @@ fn throughput(dir: &Path, kind: Option<PrefilterKind>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// `scan-plant --git REPO --seed N [--rounds K]`: a planted history
+/// (`scan_plant::history`), its ground truth in `history-truth.json` beside
+/// REPO.
+fn history(args: &[String]) -> ExitCode {
+    let (Some(repo), Some(["--seed", seed])) = (
+        args.first(),
+        args.get(1..3)
+            .map(|a| [a[0].as_str(), a[1].as_str()])
+            .as_ref()
+            .map(|a| [a[0], a[1]]),
+    ) else {
+        return usage();
+    };
+    let Ok(seed) = seed.parse::<u64>() else {
+        return usage();
+    };
+    let rounds = match args.get(3..5) {
+        None => 4,
+        Some([flag, k]) if flag == "--rounds" => match k.parse() {
+            Ok(k) => k,
+            Err(_) => return usage(),
+        },
+        _ => return usage(),
+    };
+    match scan_plant::history::generate_history(Path::new(repo), seed, rounds) {
+        Ok(t) => {
+            eprintln!(
+                "planted {} findings-to-be in {} commits ({} rounds of {} scenarios)",
+                t.expected.len(),
+                t.commits,
+                rounds,
+                scan_plant::history::SCENARIOS.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("scan-plant: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--list-rules") {
@@ -150,6 +192,9 @@ fn main() -> ExitCode {
             _ => return usage(),
         };
         return throughput(Path::new(dir), kind);
+    }
+    if args.first().map(String::as_str) == Some("--git") {
+        return history(&args[1..]);
     }
     let mut out = None;
     let mut seed = None;
