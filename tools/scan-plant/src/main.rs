@@ -117,25 +117,19 @@ fn throughput(dir: &Path, kind: Option<PrefilterKind>) -> ExitCode {
 /// (`scan_plant::history`), its ground truth in `history-truth.json` beside
 /// REPO.
 fn history(args: &[String]) -> ExitCode {
-    let (Some(repo), Some(["--seed", seed])) = (
-        args.first(),
-        args.get(1..3)
-            .map(|a| [a[0].as_str(), a[1].as_str()])
-            .as_ref()
-            .map(|a| [a[0], a[1]]),
-    ) else {
+    let [repo, rest @ ..] = args else {
         return usage();
     };
-    let Ok(seed) = seed.parse::<u64>() else {
+    let (mut seed, mut rounds) = (None, 4);
+    for pair in rest.chunks(2) {
+        match (pair[0].as_str(), pair.get(1).map(|v| v.parse::<u64>())) {
+            ("--seed", Some(Ok(v))) => seed = Some(v),
+            ("--rounds", Some(Ok(v))) => rounds = v as usize,
+            _ => return usage(),
+        }
+    }
+    let Some(seed) = seed else {
         return usage();
-    };
-    let rounds = match args.get(3..5) {
-        None => 4,
-        Some([flag, k]) if flag == "--rounds" => match k.parse() {
-            Ok(k) => k,
-            Err(_) => return usage(),
-        },
-        _ => return usage(),
     };
     match scan_plant::history::generate_history(Path::new(repo), seed, rounds) {
         Ok(t) => {
