@@ -311,3 +311,28 @@ fn an_archive_on_standard_input_past_the_size_limit_is_named_too_large() {
         "{v}"
     );
 }
+
+#[test]
+fn a_gzip_file_that_fails_in_its_first_bytes_keeps_what_it_decoded() {
+    let dir = tempdir();
+    let d = dir.path();
+    let t = github_token(46);
+    // One good gzip member (a few dozen bytes of output, less than the
+    // 512 the reader takes to tell gzip from tar.gz), then a second member
+    // whose header is garbage: the decoder fails inside that first read.
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(format!("A={t}\n").as_bytes()).unwrap();
+    let mut bytes = enc.finish().unwrap();
+    bytes.extend_from_slice(&[0x1f, 0x8b, 0x08, 0xff, 0xde, 0xad, 0xbe, 0xef]);
+    put(d, "early.env.gz", &bytes);
+    let (run, f) = found(d, &[]);
+    assert_eq!(
+        f,
+        vec![("early.env.gz!early.env".to_owned(), t)],
+        "{}",
+        run.stderr
+    );
+    let s = skipped(&run.summary());
+    assert_eq!(s.get("archive_corrupt"), Some(&1), "{s:?}");
+    assert_accounting(&run.summary());
+}

@@ -8,7 +8,7 @@ use magpie_core::sync::{Arc, Mutex, MutexGuard};
 use super::budget::RootBudget;
 use super::detect::{sniff, SNIFF_LEN};
 use super::error::{ArchiveError, ErrorScope};
-use super::stream::{over_ratio, read_full, Codec, DecLayer, GzLayer, Source, Stream, StreamBody};
+use super::stream::{over_ratio, Codec, DecLayer, GzLayer, Source, Stream, StreamBody};
 use super::tar::TarReader;
 use super::zip::ZipReader;
 use super::{ArchiveKind, ArchiveLimits, MemberInfo};
@@ -278,8 +278,8 @@ impl Inner {
             ArchiveKind::Gzip | ArchiveKind::TarGz => {
                 let mut gz = GzLayer::new(source, limits.max_inflation_ratio);
                 let mut head = vec![0u8; SNIFF_LEN];
-                let got = read_full(&mut gz, &mut head)
-                    .map_err(|e| ArchiveError::from_io(&e, ErrorScope::Archive))?;
+                // As above: the bytes before an early failure are scanned.
+                let got = gz.read_head(&mut head);
                 head.truncate(got);
                 let is_tar = got == SNIFF_LEN && super::detect::is_tar_header(&head);
                 let name = gz.file_name().unwrap_or_default();

@@ -110,6 +110,26 @@ pub(crate) struct GzLayer {
     dec: flate2::read::MultiGzDecoder<Counted<Source>>,
     out: u64,
     max_ratio: u64,
+    /// As [`DecLayer`]'s: an error met while reading the head, returned by
+    /// the next read.
+    deferred: Option<io::Error>,
+}
+
+/// Fills `head` from `r` as far as it goes. An error ends the filling and
+/// is returned beside the bytes read before it, which the caller replays
+/// before it reports the error: a stream that fails early still has its
+/// good start scanned (the layers' `read_head`).
+fn read_head_deferring(r: &mut impl Read, head: &mut [u8]) -> (usize, Option<io::Error>) {
+    let mut got = 0;
+    while got < head.len() {
+        match r.read(&mut head[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return (got, Some(e)),
+        }
+    }
+    (got, None)
 }
 
 impl GzLayer {
@@ -121,7 +141,15 @@ impl GzLayer {
             }),
             out: 0,
             max_ratio,
+            deferred: None,
         }
+    }
+
+    /// [`DecLayer::read_head`] for gzip.
+    pub(crate) fn read_head(&mut self, head: &mut [u8]) -> usize {
+        let (got, err) = read_head_deferring(self, head);
+        self.deferred = err;
+        got
     }
 
     /// The original file name stored in the gzip header, if any (known after
@@ -136,6 +164,9 @@ impl GzLayer {
 
 impl Read for GzLayer {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
         let n = self.dec.read(buf)?;
         self.out += n as u64;
         if over_ratio(self.out, self.dec.get_ref().count, self.max_ratio) {
@@ -215,18 +246,8 @@ impl DecLayer {
     /// before it: they are returned, and the error comes from the next read,
     /// so a stream cut short still has its good start scanned.
     pub(crate) fn read_head(&mut self, head: &mut [u8]) -> usize {
-        let mut got = 0;
-        while got < head.len() {
-            match self.read(&mut head[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.deferred = Some(e);
-                    break;
-                }
-            }
-        }
+        let (got, err) = read_head_deferring(self, head);
+        self.deferred = err;
         got
     }
 
