@@ -146,6 +146,12 @@ fn announce(port: u16) {
 /// living threads. Exiting without tearing the runtime down also keeps
 /// the teardown of open connections out of the measurement.
 fn stop_and_exit() -> ! {
+    stop_and_exit_with(|| {})
+}
+
+/// [`stop_and_exit`], running `extra` after the CPU report (a peer's own
+/// counters; `NET_SERVER_METRICS=1` turns magpie's on).
+fn stop_and_exit_with(extra: impl FnOnce()) -> ! {
     for line in io::stdin().lock().lines() {
         match line {
             Ok(l) if l.trim() == "stop" => break,
@@ -154,6 +160,7 @@ fn stop_and_exit() -> ! {
         }
     }
     report_cpu();
+    extra();
     std::process::exit(0)
 }
 
@@ -287,7 +294,21 @@ fn magpie_native(args: &Args) -> io::Result<Infallible> {
             futures_side::accepted(accepted, workload).await;
         }
     });
-    stop_and_exit()
+    let handle = rt.handle().clone();
+    stop_and_exit_with(move || {
+        if std::env::var_os("NET_SERVER_METRICS").is_some() {
+            let m = handle.metrics();
+            let per: Vec<_> = m
+                .per_worker
+                .iter()
+                .map(|w| (w.polls, w.steals, w.parks))
+                .collect();
+            println!(
+                "magpie_metrics polls={} steals={} parks={} io_events={} per_worker(polls,steals,parks)={per:?}",
+                m.polls, m.steals, m.parks, m.io_events
+            );
+        }
+    })
 }
 
 /// An ephemeral loopback port, found by binding a std listener and letting
