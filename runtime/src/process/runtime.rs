@@ -79,13 +79,6 @@ pub(crate) struct Cell<M: Send + 'static> {
 }
 
 struct Meta {
-    /// Tags yielded and not yet completed.
-    pending: HashSet<Tag>,
-    /// Set when the process ends; links and monitors added later are told
-    /// at once.
-    exited: Option<ExitReason>,
-    links: Vec<Pid>,
-    monitors: Vec<Pid>,
     parent: Option<Pid>,
     live_children: usize,
     /// Ended, but a child is still open: `close` waits for the last child.
@@ -95,8 +88,45 @@ struct Meta {
     /// How the last step ended: `Yield` (keep running) means the next entry
     /// steps even with no events.
     last_wait: Wait,
+    /// What most processes never need, allocated on first use: an idle
+    /// process that never yielded, linked, was watched or had a sender wait
+    /// for room pays one pointer here (`benches/examples/process_idle_mem.rs`).
+    rare: Option<Box<Rare>>,
+}
+
+#[derive(Default)]
+struct Rare {
+    /// Tags yielded and not yet completed.
+    pending: HashSet<Tag>,
+    /// Set when the process ends; links and monitors added later are told
+    /// at once.
+    exited: Option<ExitReason>,
+    links: Vec<Pid>,
+    monitors: Vec<Pid>,
     /// Futures waiting for room in this bounded mailbox.
     send_waiters: Vec<Waker>,
+}
+
+impl Meta {
+    fn rare(&mut self) -> &mut Rare {
+        self.rare.get_or_insert_with(Box::default)
+    }
+
+    fn exited(&self) -> Option<&ExitReason> {
+        self.rare.as_ref()?.exited.as_ref()
+    }
+
+    /// Whether `tag` was pending; it is not any more.
+    fn unpend(&mut self, tag: Tag) -> bool {
+        self.rare.as_mut().is_some_and(|r| r.pending.remove(&tag))
+    }
+
+    fn take_send_waiters(&mut self) -> Vec<Waker> {
+        self.rare
+            .as_mut()
+            .map(|r| std::mem::take(&mut r.send_waiters))
+            .unwrap_or_default()
+    }
 }
 
 impl<M: Send + 'static> fmt::Debug for Cell<M> {
@@ -375,7 +405,7 @@ impl<M: Send + 'static> Inner<M> {
         sink: &mut Sink<'_, M>,
     ) -> Result<(), CompleteError> {
         let cell = self.lookup(pid).ok_or(CompleteError::NoProcess)?;
-        if !lock(&cell.meta).pending.remove(&tag) {
+        if !lock(&cell.meta).unpend(tag) {
             return Err(CompleteError::NotPending);
         }
         self.deliver(&cell, Event::Completion { tag, result }, false, sink)
@@ -464,17 +494,13 @@ impl<M: Send + 'static> Inner<M> {
             depth: parent.map_or(0, |p| p.depth + 1),
             body: Mutex::new(Some(process)),
             meta: Mutex::new(Meta {
-                pending: HashSet::new(),
-                exited: None,
-                links: Vec::new(),
-                monitors: Vec::new(),
                 parent: parent.map(|p| p.pid),
                 live_children: 0,
                 close_pending: false,
                 cancel_delivered: false,
                 started: false,
                 last_wait: Wait::Idle,
-                send_waiters: Vec::new(),
+                rare: None,
             }),
         });
         slot.cell = Some(cell.clone());
@@ -513,18 +539,16 @@ impl<M: Send + 'static> Inner<M> {
         }
         let (links, monitors, parent, close_now) = {
             let mut meta = lock(&cell.meta);
-            meta.exited = Some(reason.clone());
-            meta.pending.clear();
+            let rare = meta.rare();
+            rare.exited = Some(reason.clone());
+            rare.pending.clear();
+            let links = std::mem::take(&mut rare.links);
+            let monitors = std::mem::take(&mut rare.monitors);
             let close_now = meta.live_children == 0;
             meta.close_pending = !close_now;
-            (
-                std::mem::take(&mut meta.links),
-                std::mem::take(&mut meta.monitors),
-                meta.parent,
-                close_now,
-            )
+            (links, monitors, meta.parent, close_now)
         };
-        for waker in std::mem::take(&mut lock(&cell.meta).send_waiters) {
+        for waker in lock(&cell.meta).take_send_waiters() {
             waker.wake();
         }
         let notify = |to: Pid, relation: Relation, value: Option<M>, sink: &mut Sink<'_, M>| {
@@ -753,12 +777,12 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
         let reason = match self.inner.cell_for_close(pid) {
             Some(target) => {
                 let mut meta = lock(&target.meta);
-                match &meta.exited {
+                match meta.exited() {
                     Some(r) => Some(r.clone()),
                     None => {
                         match relation {
-                            Relation::Link => meta.links.push(me),
-                            _ => meta.monitors.push(me),
+                            Relation::Link => meta.rare().links.push(me),
+                            _ => meta.rare().monitors.push(me),
                         }
                         None
                     }
@@ -769,7 +793,7 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
         match reason {
             None => {
                 if relation == Relation::Link {
-                    lock(&self.cell.meta).links.push(pid);
+                    lock(&self.cell.meta).rare().links.push(pid);
                 }
             }
             Some(reason) => {
@@ -1230,7 +1254,7 @@ impl<M: Send + 'static> ProcessRuntime<M> {
             match cell.mailbox.claim_for_close() {
                 Ok(token) => {
                     token.complete(drop);
-                    lock(&cell.meta).exited = Some(ExitReason::Forced);
+                    lock(&cell.meta).rare().exited = Some(ExitReason::Forced);
                     Counters::add(&inner.shared_ctr().forced, 1);
                     inner.run_close(&cell);
                     report.forced.push(cell.pid);
@@ -1400,7 +1424,10 @@ impl<M: Send + 'static> Future for SendWait<M> {
         // Register, then try again: a step that frees room after our first
         // try takes the waiters after its release, so it sees this waker or
         // we see its room (README.md, "Bounded mailboxes").
-        lock(&cell.meta).send_waiters.push(cx.waker().clone());
+        lock(&cell.meta)
+            .rare()
+            .send_waiters
+            .push(cx.waker().clone());
         match self
             .inner
             .send_message(None, self.to, msg, &mut Sink::Remote)
@@ -1581,7 +1608,7 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
     }
     if cell.bound.is_some() {
         token.release_popped();
-        let waiters = std::mem::take(&mut lock(&cell.meta).send_waiters);
+        let waiters = lock(&cell.meta).take_send_waiters();
         waiters.into_iter().for_each(Waker::wake);
     }
     if events.is_empty() && !first {
@@ -1715,7 +1742,7 @@ fn dispatch<M: Send + 'static>(
     sink: &mut Sink<'_, M>,
 ) {
     for (tag, command) in commands {
-        if !lock(&cell.meta).pending.insert(tag) {
+        if !lock(&cell.meta).rare().pending.insert(tag) {
             inner.complete_unpending(cell, tag, CommandError::DuplicateTag, sink);
             continue;
         }
