@@ -58,6 +58,104 @@ pub struct ProcSimConfig {
     pub event_budget: usize,
     /// Give up after this many moves.
     pub max_moves: u64,
+    /// Who sends to whom.
+    pub workload: SimWorkload,
+}
+
+/// The traffic of a simulated run. [`Mixed`](SimWorkload::Mixed) is the
+/// general workload (random forwards and yields); the others are small
+/// versions of the Savina workloads that `process_savina` times, with the
+/// same message pattern, checked by the same properties and replayable by
+/// seed (issue 15: "the same simulator seed gives the same trace for a small
+/// version of each workload"). In each, `internal_messages` is the number of
+/// messages processes send each other in all.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SimWorkload {
+    /// Outside messages to random processes; a process forwards some to
+    /// random peers and yields some commands.
+    #[default]
+    Mixed,
+    /// Two processes; one outside message to process 0 starts a ball that
+    /// each passes back to the other.
+    PingPong,
+    /// The processes in a ring; one outside message to process 0 starts a
+    /// token that each passes to the next.
+    Ring,
+    /// One outside message to process 0, which then sends every internal
+    /// message to process 1 at once (the counter).
+    Counting,
+    /// One outside message to each process but 0; each answers process 0
+    /// (the collector) once.
+    ForkJoin,
+    /// One outside message to each process; each message received makes its
+    /// receiver send one to a random peer.
+    Big,
+}
+
+impl SimWorkload {
+    /// Every workload, for tests that run them all.
+    pub const ALL: [SimWorkload; 6] = [
+        SimWorkload::Mixed,
+        SimWorkload::PingPong,
+        SimWorkload::Ring,
+        SimWorkload::Counting,
+        SimWorkload::ForkJoin,
+        SimWorkload::Big,
+    ];
+
+    /// The configuration of a small run of this workload.
+    pub fn small(self, seed: u64, workers: usize) -> ProcSimConfig {
+        let base = ProcSimConfig {
+            seed,
+            workers,
+            workload: self,
+            ..ProcSimConfig::default()
+        };
+        match self {
+            SimWorkload::Mixed => base,
+            SimWorkload::PingPong => ProcSimConfig {
+                processes: 2,
+                external_messages: 1,
+                internal_messages: 40,
+                ..base
+            },
+            SimWorkload::Ring => ProcSimConfig {
+                processes: 6,
+                external_messages: 1,
+                internal_messages: 40,
+                ..base
+            },
+            SimWorkload::Counting => ProcSimConfig {
+                processes: 2,
+                external_messages: 1,
+                internal_messages: 40,
+                ..base
+            },
+            SimWorkload::ForkJoin => ProcSimConfig {
+                processes: 9,
+                external_messages: 8,
+                internal_messages: 8,
+                ..base
+            },
+            SimWorkload::Big => ProcSimConfig {
+                processes: 6,
+                external_messages: 6,
+                internal_messages: 30,
+                ..base
+            },
+        }
+    }
+
+    /// The process the `k`-th outside message goes to, or `None` for a
+    /// random one.
+    fn outside_target(self, k: u32) -> Option<u32> {
+        match self {
+            SimWorkload::Mixed => None,
+            SimWorkload::PingPong | SimWorkload::Ring | SimWorkload::Counting => Some(0),
+            SimWorkload::ForkJoin => Some(k + 1),
+            SimWorkload::Big => Some(k),
+        }
+    }
 }
 
 impl Default for ProcSimConfig {
@@ -70,6 +168,7 @@ impl Default for ProcSimConfig {
             internal_messages: 24,
             event_budget: 3,
             max_moves: 200_000,
+            workload: SimWorkload::Mixed,
         }
     }
 }
@@ -138,6 +237,27 @@ struct SimProc {
     /// target -> next seq.
     out_seq: HashMap<u32, u64>,
     next_tag: Tag,
+    workload: SimWorkload,
+}
+
+impl SimProc {
+    /// Sends the next message of this process's stream to process `to`, if
+    /// the internal budget allows.
+    fn send_to(&mut self, to: u32, log: &mut Log, out: &mut StepOutput<'_, SimMsg>) {
+        if log.internal_left == 0 {
+            return;
+        }
+        let seq = *self.out_seq.get(&to).unwrap_or(&0);
+        let m = SimMsg {
+            sender: self.id + 1,
+            seq,
+        };
+        if out.send(log.pids[to as usize], m).is_ok() {
+            self.out_seq.insert(to, seq + 1);
+            log.internal_left -= 1;
+            log.sent += 1;
+        }
+    }
 }
 
 impl Process<SimMsg> for SimProc {
@@ -171,23 +291,37 @@ impl Process<SimMsg> for SimProc {
                     }
                     log.expected.insert(key, msg.seq + 1);
                     log.delivered += 1;
-                    // Sometimes pass one on to a peer.
-                    if log.internal_left > 0 && self.rng.next_usize(2) == 0 {
-                        let peers = log.pids.len();
-                        let to = self.rng.next_usize(peers) as u32;
-                        let seq = *self.out_seq.get(&to).unwrap_or(&0);
-                        let m = SimMsg {
-                            sender: self.id + 1,
-                            seq,
-                        };
-                        if out.send(log.pids[to as usize], m).is_ok() {
-                            self.out_seq.insert(to, seq + 1);
-                            log.internal_left -= 1;
-                            log.sent += 1;
+                    let peers = log.pids.len() as u32;
+                    match self.workload {
+                        SimWorkload::Mixed => {
+                            // Sometimes pass one on to a peer.
+                            if self.rng.next_usize(2) == 0 {
+                                let to = self.rng.next_usize(peers as usize) as u32;
+                                self.send_to(to, &mut log, out);
+                            }
+                        }
+                        SimWorkload::PingPong | SimWorkload::Ring => {
+                            self.send_to((self.id + 1) % peers, &mut log, out);
+                        }
+                        SimWorkload::Counting => {
+                            if self.id == 0 {
+                                for _ in 0..log.internal_left {
+                                    self.send_to(1, &mut log, out);
+                                }
+                            }
+                        }
+                        SimWorkload::ForkJoin => {
+                            if self.id != 0 {
+                                self.send_to(0, &mut log, out);
+                            }
+                        }
+                        SimWorkload::Big => {
+                            let to = self.rng.next_usize(peers as usize) as u32;
+                            self.send_to(to, &mut log, out);
                         }
                     }
-                    // Sometimes yield a command.
-                    if self.rng.next_usize(3) == 0 {
+                    // Sometimes yield a command (the mixed workload only).
+                    if self.workload == SimWorkload::Mixed && self.rng.next_usize(3) == 0 {
                         let tag = self.next_tag;
                         self.next_tag += 1;
                         log.yielded.insert((self.id, tag));
@@ -297,6 +431,7 @@ pub fn simulate_processes(cfg: ProcSimConfig) -> ProcSimReport {
             rng: XorShift64::new(cfg.seed.wrapping_mul(31).wrapping_add(i as u64 + 1)),
             out_seq: HashMap::new(),
             next_tag: 0,
+            workload: cfg.workload,
         };
         let pid = handle
             .spawn_with(SpawnOptions::default(), p, "sim", None)
@@ -384,7 +519,11 @@ pub fn simulate_processes(cfg: ProcSimConfig) -> ProcSimReport {
         let pick = rng.next_usize(live.len() + outside + completer);
         if pick >= live.len() {
             if outside == 1 && pick == live.len() {
-                let to = rng.next_usize(cfg.processes) as u32;
+                let k = cfg.external_messages - external_left;
+                let to = cfg
+                    .workload
+                    .outside_target(k)
+                    .unwrap_or_else(|| rng.next_usize(cfg.processes) as u32);
                 let seq = *external_seq.get(&to).unwrap_or(&0);
                 let pid = lock(&log).pids[to as usize];
                 if handle.send(pid, SimMsg { sender: 0, seq }).is_ok() {
