@@ -100,3 +100,30 @@ fn a_timeout_fires_under_a_future_that_spends_the_whole_budget() {
         .expect("the timeout never fired");
     assert!(timed_out);
 }
+
+/// The future is held in place, not boxed: a `Timeout` is at least as large
+/// as the future it wraps (a boxed one would be a pointer), it is `!Unpin`
+/// when its future is, and `get_mut` / `into_inner` hand the future back.
+#[test]
+fn the_future_is_pinned_in_place_not_boxed() {
+    let (_driver, _guard, _start, log) = paused();
+    let big = async {
+        let buf = [7u8; 1024];
+        std::future::ready(()).await;
+        buf.iter().map(|&b| usize::from(b)).sum::<usize>()
+    };
+    let inner = std::mem::size_of_val(&big);
+    assert!(inner >= 1024, "{inner}");
+    let t = timeout(ms(10), big);
+    assert!(
+        std::mem::size_of_val(&t) >= inner,
+        "the future lives inside"
+    );
+    let mut t = TestTask::new(0, &log, t);
+    assert_eq!(t.poll(), Poll::Ready(Ok(7 * 1024)));
+    let mut unpinned = timeout(ms(10), ready(3));
+    let inner: &mut std::future::Ready<i32> = unpinned.get_mut();
+    assert_eq!(std::mem::replace(inner, ready(5)).into_inner(), 3);
+    assert_eq!(unpinned.into_inner().into_inner(), 5);
+    assert_eq!(timeout(ms(10), ready(4)).into_inner().into_inner(), 4);
+}

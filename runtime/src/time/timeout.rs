@@ -40,24 +40,38 @@ pub fn timeout_at<F: IntoFuture>(deadline: Instant, future: F) -> Timeout<F::Int
     Timeout::new(future.into_future(), Sleep::new(driver, deadline))
 }
 
-/// The future of [`timeout`] and [`timeout_at`].
-#[must_use = "futures do nothing unless polled"]
-pub struct Timeout<F> {
-    value: Pin<Box<F>>,
-    delay: Sleep,
+pin_project_lite::pin_project! {
+    /// The future of [`timeout`] and [`timeout_at`]. The wrapped future is
+    /// pinned in place (a pin projection by `pin-project-lite`: no box, and
+    /// no `unsafe` written in this crate).
+    #[must_use = "futures do nothing unless polled"]
+    pub struct Timeout<F> {
+        #[pin]
+        value: F,
+        delay: Sleep,
+    }
 }
 
 impl<F> Timeout<F> {
     fn new(value: F, delay: Sleep) -> Self {
-        Self {
-            value: Box::pin(value),
-            delay,
-        }
+        Self { value, delay }
     }
 
     /// The future being run.
     pub fn get_ref(&self) -> &F {
         &self.value
+    }
+
+    /// The future being run, mutably. A `&mut Timeout` is never pinned
+    /// (unless `F: Unpin`, where pinning promises nothing), so this hands
+    /// out nothing a pin guards.
+    pub fn get_mut(&mut self) -> &mut F {
+        &mut self.value
+    }
+
+    /// The future being run, without its deadline.
+    pub fn into_inner(self) -> F {
+        self.value
     }
 
     /// The deadline.
@@ -70,11 +84,11 @@ impl<F: Future> Future for Timeout<F> {
     type Output = Result<F::Output, Elapsed>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        if let Poll::Ready(out) = this.value.as_mut().poll(cx) {
+        let this = self.project();
+        if let Poll::Ready(out) = this.value.poll(cx) {
             return Poll::Ready(Ok(out));
         }
-        let delay = &mut this.delay;
+        let delay = this.delay;
         match crate::rt::coop::unconstrained(|| Pin::new(delay).poll(cx)) {
             Poll::Ready(()) => Poll::Ready(Err(Elapsed::new())),
             Poll::Pending => Poll::Pending,
