@@ -33,9 +33,7 @@ fn tls_configs() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
         .expect("self-signed certificate");
     let cert: CertificateDer<'static> = certified.cert.der().clone();
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
-        certified.key_pair.serialize_der(),
-    ));
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(certified.key_pair.serialize_der()));
     let server = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .expect("protocol versions")
@@ -55,9 +53,7 @@ fn tls_configs() -> (Arc<rustls::ServerConfig>, Arc<rustls::ClientConfig>) {
 /// Serves HTTPS on one accepted connection: `/big` answers [`BIG`] pattern
 /// bytes, any other path a line naming it.
 async fn serve_one(listener: TcpListener, acceptor: TlsAcceptor) -> hyper::Result<()> {
-    let (tcp, _) = bounded("accept", listener.accept())
-        .await
-        .expect("accept");
+    let (tcp, _) = bounded("accept", listener.accept()).await.expect("accept");
     let tls = bounded("TLS accept", acceptor.accept(tcp))
         .await
         .expect("TLS handshake (server)");
@@ -87,17 +83,22 @@ fn https_round_trips(rt: &Runtime) {
             .await
             .expect("connect");
         let name = ServerName::try_from("localhost").expect("server name");
-        let tls = bounded("TLS connect", TlsConnector::from(client_cfg).connect(name, tcp))
-            .await
-            .expect("TLS handshake (client)");
+        let tls = bounded(
+            "TLS connect",
+            TlsConnector::from(client_cfg).connect(name, tcp),
+        )
+        .await
+        .expect("TLS handshake (client)");
         assert!(
             tls.get_ref().1.protocol_version().is_some(),
             "no TLS version negotiated"
         );
-        let (mut sender, conn) =
-            bounded("handshake", hyper::client::conn::http1::handshake(TokioIo::new(tls)))
-                .await
-                .expect("HTTP handshake");
+        let (mut sender, conn) = bounded(
+            "handshake",
+            hyper::client::conn::http1::handshake(TokioIo::new(tls)),
+        )
+        .await
+        .expect("HTTP handshake");
         let conn = spawn(conn);
         for i in 0..REQUESTS {
             let path = if i == REQUESTS / 2 {

@@ -4,10 +4,10 @@
 
 mod net_util;
 
+use magpie_core::sync::atomic::{AtomicUsize, Ordering};
 use std::future::Future;
 use std::io::{Read as _, Write as _};
 use std::pin::Pin;
-use magpie_core::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
@@ -259,7 +259,7 @@ fn a_spawn_from_another_thread_wakes_a_blocked_block_on() {
             // future) runs only if the spawn wakes the parked block_on.
             let t = thread::spawn(move || {
                 thread::sleep(Duration::from_millis(1));
-                let _ = handle.spawn(async move { tx.send(round * 2) });
+                drop(handle.spawn(async move { tx.send(round * 2) }));
             });
             sum += rt.block_on(rx);
             t.join().unwrap();

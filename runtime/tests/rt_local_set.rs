@@ -91,7 +91,10 @@ fn rc_state_on(rt: &Runtime) {
         (sum, threads)
     });
     assert_eq!(sum, 55);
-    assert!(threads.iter().all(|t| *t == me), "a local task left its thread");
+    assert!(
+        threads.iter().all(|t| *t == me),
+        "a local task left its thread"
+    );
 }
 
 #[test]
@@ -109,7 +112,7 @@ fn local_tasks_share_rc_refcell_state_on_the_current_thread_runtime() {
 fn spawn_local_outside_a_local_set_panics() {
     let rt = mt(1);
     rt.block_on(async {
-        let _ = spawn_local(async {});
+        drop(spawn_local(async {}));
     });
 }
 

@@ -24,8 +24,8 @@ use magpie_core::task::Notified;
 use super::context::ThreadWaker;
 use super::{
     coop, dispatch_io, ext, fire_timers, fire_timers_counted, monotonic_ns, park, poll_io_now,
-    AsyncWorker,
-    Builder, Handle, RtShared, RuntimeThread, IN_RUNTIME, TIMER_CHECK_INTERVAL, WORKER,
+    AsyncWorker, Builder, Handle, RtShared, RuntimeThread, IN_RUNTIME, TIMER_CHECK_INTERVAL,
+    WORKER,
 };
 use crate::config::MAX_PARK_TIMEOUT;
 use crate::metrics::WorkerMetrics;
@@ -131,6 +131,13 @@ impl CurrentCore {
         self.slot.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
+    fn has_worker(&self) -> bool {
+        self.slot
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
     /// Gives the worker back and wakes the `block_on`s waiting for it.
     fn put_back(&self, worker: Box<AsyncWorker>) {
         *self.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(worker);
@@ -190,7 +197,11 @@ impl CurrentCore {
     /// Another thread drives the runtime (or it is shutting down): poll our
     /// future on this thread's own parker until it is ready (`Some`) or the
     /// worker is given back (`None`).
-    fn wait_for_core<F: Future>(&self, handle: &Handle, mut future: Pin<&mut F>) -> Option<F::Output> {
+    fn wait_for_core<F: Future>(
+        &self,
+        handle: &Handle,
+        mut future: Pin<&mut F>,
+    ) -> Option<F::Output> {
         let inner = &handle.inner;
         let parker = Parker::new();
         let wake = Arc::new(ThreadWaker::new(parker.unparker()));
@@ -212,16 +223,14 @@ impl CurrentCore {
                 drop(waiters);
                 // After registering: a worker given back before it is seen
                 // here; one given back after wakes us.
-                if self.slot.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+                if self.has_worker() {
                     break None;
                 }
             }
             park::release(inner);
             parker.park();
             park::inhibit(inner);
-            if !inner.sched.is_done()
-                && self.slot.lock().unwrap_or_else(|e| e.into_inner()).is_some()
-            {
+            if !inner.sched.is_done() && self.has_worker() {
                 wake.take_woken();
                 break None;
             }
