@@ -12,7 +12,8 @@
 //! | --- | --- | --- |
 //! | `worker_threads = N` | `Builder::worker_threads(N)` | `main`: the builder's (the available cores); `test`: 1 |
 //! | `start_paused = true` | `Builder::start_paused(true)`: a paused clock that auto-advances when idle | `false` |
-//! | `flavor = "multi_thread"` | accepted for tokio compatibility; the only flavour | |
+//! | `flavor = "current_thread"` | `Builder::new_current_thread()`: no worker threads, the tasks run on the thread in `block_on` (no `worker_threads` then) | |
+//! | `flavor = "multi_thread"` | worker threads | the default for both (tokio's `test` defaults to `current_thread`) |
 //!
 //! ```ignore
 //! #[magpie_runtime::main(worker_threads = 2)]
@@ -66,6 +67,8 @@ impl Kind {
 struct Config {
     worker_threads: Option<syn::LitInt>,
     start_paused: Option<syn::LitBool>,
+    /// `flavor = "current_thread"`.
+    current_thread: Option<syn::LitStr>,
 }
 
 fn parse_config(args: TokenStream2) -> syn::Result<Config> {
@@ -98,10 +101,13 @@ fn parse_config(args: TokenStream2) -> syn::Result<Config> {
             }
             ("start_paused", Lit::Bool(b)) => config.start_paused = Some(b),
             ("flavor", Lit::Str(s)) if s.value() == "multi_thread" => {}
+            ("flavor", Lit::Str(s)) if s.value() == "current_thread" => {
+                config.current_thread = Some(s)
+            }
             ("flavor", Lit::Str(s)) => {
                 return Err(syn::Error::new(
                     s.span(),
-                    "magpie has one runtime flavour: \"multi_thread\"",
+                    "unknown flavor: expected \"multi_thread\" or \"current_thread\"",
                 ))
             }
             ("worker_threads" | "start_paused", lit) => {
@@ -117,6 +123,12 @@ fn parse_config(args: TokenStream2) -> syn::Result<Config> {
                 ))
             }
         }
+    }
+    if let (Some(_), Some(n)) = (&config.current_thread, &config.worker_threads) {
+        return Err(syn::Error::new(
+            n.span(),
+            "the `worker_threads` option requires the `multi_thread` runtime flavor",
+        ));
     }
     Ok(config)
 }
@@ -150,10 +162,15 @@ fn expand(args: TokenStream2, item: TokenStream2, kind: Kind) -> TokenStream2 {
     }
     input.sig.asyncness = None;
 
-    let workers = match (&config.worker_threads, kind) {
-        (Some(n), _) => quote!(.worker_threads(#n)),
-        (None, Kind::Test) => quote!(.worker_threads(1)),
-        (None, Kind::Main) => quote!(),
+    let builder = match &config.current_thread {
+        Some(_) => quote!(::magpie_runtime::Builder::new_current_thread()),
+        None => quote!(::magpie_runtime::Runtime::builder()),
+    };
+    let workers = match (&config.worker_threads, kind, &config.current_thread) {
+        (_, _, Some(_)) => quote!(),
+        (Some(n), _, None) => quote!(.worker_threads(#n)),
+        (None, Kind::Test, None) => quote!(.worker_threads(1)),
+        (None, Kind::Main, None) => quote!(),
     };
     let paused = config
         .start_paused
@@ -172,7 +189,7 @@ fn expand(args: TokenStream2, item: TokenStream2, kind: Kind) -> TokenStream2 {
         {
             let body = ::core::pin::pin!(async #body);
             let body: ::core::pin::Pin<&mut dyn ::core::future::Future<Output = #output>> = body;
-            ::magpie_runtime::Runtime::builder()
+            #builder
                 #workers
                 #paused
                 .build()

@@ -10,7 +10,10 @@
 //!   cancellation [`shield`]s, and the tokio API people reach for first:
 //!   [`spawn_blocking`], [`block_in_place`], [`JoinSet`], [`task::id`],
 //!   `time::timeout`, [`Runtime::enter`], [`Handle::block_on`],
-//!   [`Handle::metrics`], `#[main]`/`#[test]`);
+//!   [`Handle::metrics`], `#[main]`/`#[test]`, a current-thread flavour
+//!   ([`Builder::new_current_thread`]: no worker threads, the tasks, timers
+//!   and I/O run on the thread inside `block_on`), and
+//!   [`task::LocalSet`]/[`task::spawn_local`] for `!Send` futures);
 //! - component graphs: [`lanes`] runs a graph of components in epochs on a
 //!   [`lanes::LaneRuntime`] (its own workers on the same loop), each
 //!   invocation on an `event_loop`, `fixed_rate` or `thread_pool` lane
@@ -54,7 +57,8 @@ pub use rt::{
 
 /// `#[magpie_runtime::main]` and `#[magpie_runtime::test]` (feature `macros`,
 /// on by default): an `async fn` run on a new [`Runtime`] with `block_on`.
-/// Arguments: `worker_threads = N`, `start_paused = true`.
+/// Arguments: `worker_threads = N`, `start_paused = true`,
+/// `flavor = "current_thread"`.
 #[cfg(feature = "macros")]
 pub use magpie_macros::{main, test};
 pub use sched::{LifoMode, LocalMode, SchedEvent, Source};

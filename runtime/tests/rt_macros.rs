@@ -43,3 +43,30 @@ async fn not_main(x: u64) -> u64 {
 fn main_attribute_builds_a_runtime_and_returns_the_bodys_value() {
     assert_eq!(not_main(21), 42);
 }
+
+#[magpie_runtime::test(flavor = "current_thread")]
+async fn current_thread_flavor_runs_tasks_on_the_test_thread() {
+    let me = std::thread::current().id();
+    assert_eq!(Handle::current().metrics().workers, 1);
+    assert_eq!(
+        spawn(async { std::thread::current().id() }).await.unwrap(),
+        me
+    );
+}
+
+#[magpie_runtime::test(flavor = "current_thread", start_paused = true)]
+async fn current_thread_flavor_takes_start_paused() {
+    let start = Instant::now();
+    time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(Instant::now() - start, Duration::from_secs(3600));
+}
+
+#[magpie_runtime::main(flavor = "current_thread")]
+async fn current_main() -> std::thread::ThreadId {
+    spawn(async { std::thread::current().id() }).await.unwrap()
+}
+
+#[test]
+fn main_attribute_takes_the_current_thread_flavor() {
+    assert_eq!(current_main(), std::thread::current().id());
+}

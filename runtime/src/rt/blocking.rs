@@ -373,10 +373,21 @@ where
 ///
 /// Anywhere else (outside a runtime, in `block_on`, on a blocking thread):
 /// just runs `f`.
+///
+/// # Panics
+/// On the thread driving a current-thread runtime (its `block_on`, or one of
+/// its tasks), as tokio's does: no other worker could take its tasks.
 pub fn block_in_place<F, R>(f: F) -> R
 where
     F: FnOnce() -> R,
 {
+    if super::current::driving_here() {
+        panic!(
+            "block_in_place on a current-thread runtime: there is no other worker to take \
+             its tasks (tokio: \"can call blocking only when running on the multi-threaded \
+             runtime\"); use spawn_blocking"
+        );
+    }
     let taken = WORKER.with(|w| w.try_borrow_mut().ok().and_then(|mut slot| slot.take()));
     let Some(mut worker) = taken else {
         return f();

@@ -81,10 +81,7 @@ impl Handle {
         let _enter = RuntimeThread::enter(self);
         let inner = &self.inner;
         let parker = Parker::new();
-        let wake = Arc::new(ThreadWaker {
-            unparker: parker.unparker(),
-            woken: AtomicBool::new(false),
-        });
+        let wake = Arc::new(ThreadWaker::new(parker.unparker()));
         let waker = Waker::from(wake.clone());
         let mut cx = Context::from_waker(&waker);
         let mut future = std::pin::pin!(future);
@@ -96,14 +93,13 @@ impl Handle {
             // Woken during the poll (a yield, say): poll again without
             // counting as idle, so a paused clock does not move under a
             // future that is still running.
-            // Relaxed: only a hint about idleness; the parker orders the wake.
-            if wake.woken.swap(false, Ordering::Relaxed) {
+            if wake.take_woken() {
                 continue;
             }
             park::release(inner);
             parker.park();
             park::inhibit(inner);
-            wake.woken.store(false, Ordering::Relaxed);
+            wake.take_woken();
         }
     }
 }
@@ -127,9 +123,24 @@ impl Drop for Busy<'_> {
 }
 
 /// Wakes a thread blocked in `block_on`, and notes that it did.
-struct ThreadWaker {
+pub(super) struct ThreadWaker {
     unparker: Unparker,
     woken: AtomicBool,
+}
+
+impl ThreadWaker {
+    pub(super) fn new(unparker: Unparker) -> Self {
+        Self {
+            unparker,
+            woken: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a wake came since the last call (and clears the note).
+    pub(super) fn take_woken(&self) -> bool {
+        // Relaxed: only a hint about idleness; the parker orders the wake.
+        self.woken.swap(false, Ordering::Relaxed)
+    }
 }
 
 impl Wake for ThreadWaker {

@@ -38,8 +38,10 @@ use crate::worker_id;
 mod blocking;
 mod context;
 pub(crate) mod coop;
+mod current;
 mod ext;
 mod join_set;
+mod local;
 mod metrics;
 mod park;
 mod shield;
@@ -69,6 +71,8 @@ pub struct Builder {
     /// `spawn_blocking`'s pool (`blocking.rs`).
     max_blocking_threads: usize,
     thread_keep_alive: Duration,
+    /// Multi-thread or current-thread (`current.rs`).
+    flavor: current::Flavor,
 }
 
 impl Default for Builder {
@@ -84,12 +88,14 @@ impl Default for Builder {
             thread_name: "magpie-rt-worker".to_string(),
             max_blocking_threads: blocking::DEFAULT_MAX_BLOCKING_THREADS,
             thread_keep_alive: blocking::DEFAULT_KEEP_ALIVE,
+            flavor: current::Flavor::MultiThread,
         }
     }
 }
 
 impl Builder {
     /// Number of worker threads (default: the available cores). At least 1.
+    /// Ignored by the current-thread flavour.
     pub fn worker_threads(mut self, n: usize) -> Self {
         self.workers = n;
         self
@@ -116,7 +122,7 @@ impl Builder {
 
     /// Starts the workers.
     pub fn build(self) -> io::Result<Runtime> {
-        if self.workers == 0 {
+        if self.workers == 0 && self.flavor == current::Flavor::MultiThread {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "worker_threads must be at least 1",
@@ -132,6 +138,9 @@ impl Builder {
 pub struct Runtime {
     handle: Handle,
     threads: Vec<thread::JoinHandle<WorkerMetrics>>,
+    /// The current-thread flavour's one worker, run by `block_on`
+    /// (`current.rs`); `None` with worker threads.
+    current: Option<current::CurrentCore>,
 }
 
 /// A cheap, cloneable reference to a runtime, for spawning from anywhere.
@@ -175,7 +184,8 @@ impl Runtime {
     }
 
     fn start(b: Builder) -> io::Result<Runtime> {
-        let workers = b.workers;
+        let current_thread = b.flavor == current::Flavor::CurrentThread;
+        let workers = if current_thread { 1 } else { b.workers };
         let (sched, owned_parts) =
             Shared::new(workers, b.steal_tries, LifoMode::Owner, LocalMode::Ring);
         let driver = if b.start_paused {
@@ -204,6 +214,16 @@ impl Runtime {
         });
         inner.ext.blocking.set_runtime(Arc::downgrade(&inner));
         let handle = Handle { inner };
+        if current_thread {
+            let (local, parker) = owned_parts.into_iter().next().expect("one worker");
+            parker.set_driver_wake(handle.inner.io.wake_hook());
+            let core = current::CurrentCore::new(&handle, local, parker, b.seed);
+            return Ok(Runtime {
+                handle,
+                threads: Vec::new(),
+                current: Some(core),
+            });
+        }
         let cores = affinity::available_cores();
         let mut threads = Vec::with_capacity(workers);
         for (id, (local, parker)) in owned_parts.into_iter().enumerate() {
@@ -224,13 +244,21 @@ impl Runtime {
             match spawned {
                 Ok(t) => threads.push(t),
                 Err(e) => {
-                    let rt = Runtime { handle, threads };
+                    let rt = Runtime {
+                        handle,
+                        threads,
+                        current: None,
+                    };
                     drop(rt);
                     return Err(e);
                 }
             }
         }
-        Ok(Runtime { handle, threads })
+        Ok(Runtime {
+            handle,
+            threads,
+            current: None,
+        })
     }
 
     /// A handle for spawning from other threads.
@@ -251,8 +279,15 @@ impl Runtime {
     /// as the context for `spawn`, `sleep` and friends. Panics if called from
     /// a worker of any magpie runtime or from inside another `block_on`: that
     /// would block a thread the runtime itself needs.
+    ///
+    /// On the current-thread flavour this thread also runs the spawned
+    /// tasks, the timers and the I/O driver while it waits (README, "The
+    /// current-thread flavour").
     pub fn block_on<F: Future>(&self, future: F) -> F::Output {
-        self.handle.block_on(future)
+        match &self.current {
+            Some(core) => core.block_on(&self.handle, future),
+            None => self.handle.block_on(future),
+        }
     }
 
     /// Shuts the runtime down, waiting at most `timeout` for the workers to
@@ -290,6 +325,9 @@ impl Runtime {
                 }
             }
             per_worker.push(t.join().unwrap_or_default());
+        }
+        if let Some(core) = &self.current {
+            core.shutdown(inner);
         }
         inner.ext.blocking.shutdown(deadline);
         finish_shutdown(inner);

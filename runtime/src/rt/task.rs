@@ -1,8 +1,9 @@
 //! Task-level API in tokio's layout (`tokio::task`): spawning, blocking
-//! work, sets of tasks and the current task's id.
+//! work, sets of tasks, local (`!Send`) tasks and the current task's id.
 
 pub use super::blocking::{block_in_place, spawn_blocking};
 pub use super::join_set::JoinSet;
+pub use super::local::{spawn_local, LocalEnterGuard, LocalJoinHandle, LocalSet, RunUntil};
 pub use super::{spawn, yield_now, AbortHandle, JoinError, JoinHandle, TaskId, YieldNow};
 
 /// The id of the task being polled on this thread (tokio's `task::id`).
