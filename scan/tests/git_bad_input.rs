@@ -17,7 +17,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use common::{github_token, tempdir, Run};
-use gitc::{commit_file, git, git_present, init, scan_git};
+use gitc::{commit_file, git, git_present, init, paths_and_secrets, scan_git};
 use serde_json::Value;
 
 /// The loose object file of `id`, made writable.
@@ -30,21 +30,6 @@ fn loose(dir: &Path, id: &str) -> PathBuf {
     perms.set_readonly(false);
     std::fs::set_permissions(&file, perms).unwrap();
     file
-}
-
-fn secrets(run: &Run) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = run
-        .findings()
-        .iter()
-        .map(|f| {
-            (
-                f["path"].as_str().unwrap().to_owned(),
-                f["secret"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 fn skipped(run: &Run) -> Vec<Value> {
@@ -81,7 +66,7 @@ fn a_corrupt_tree_object_is_named_and_the_rest_of_the_history_is_scanned() {
         "{}",
         run.stderr
     );
-    assert_eq!(secrets(&run), vec![("k.env".to_owned(), token)]);
+    assert_eq!(paths_and_secrets(&run), vec![("k.env".to_owned(), token)]);
     let s = skipped(&run);
     assert_eq!(s.len(), 1, "{s:?}");
     assert_eq!(s[0]["path"], "lib");
@@ -127,7 +112,7 @@ fn a_corrupt_commit_object_is_named_and_the_rest_of_the_history_is_scanned() {
     // The tip is read against nothing (its parent is unreadable): its whole
     // tree, so both tokens are found, attributed to the tip.
     assert_eq!(
-        secrets(&run),
+        paths_and_secrets(&run),
         vec![("a.env".to_owned(), first), ("b.env".to_owned(), last)]
     );
     assert!(run.findings().iter().all(|f| f["commit"] == tip.as_str()));

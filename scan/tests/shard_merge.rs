@@ -482,7 +482,7 @@ fn a_missing_repeated_truncated_or_foreign_shard_file_is_an_error_naming_it() {
     ];
     bad(&mixed, "does not belong with");
     let missing = out.join("nope.jsonl");
-    bad(&[missing.clone()], missing.to_str().unwrap());
+    bad(std::slice::from_ref(&missing), missing.to_str().unwrap());
     // The complete set merges.
     let r = merge(
         &tree,

@@ -68,20 +68,11 @@ impl SkipView for MergedSkip {
         self.count
     }
     fn view_partial(&self) -> bool {
-        label_counts_as_partial(self.label)
+        crate::skip::label_counts_as_partial(self.label)
     }
     fn view_detail(&self) -> &str {
         &self.detail
     }
-}
-
-/// `skip::counts_as_partial` by label: symlinks not followed, broken or
-/// looping, and special files do not count for `--fail-on-skip`.
-pub fn label_counts_as_partial(label: &str) -> bool {
-    !matches!(
-        label,
-        "symlink_not_followed" | "broken_symlink" | "symlink_loop" | "special_file"
-    )
 }
 
 /// One shard's report, read back.
@@ -510,36 +501,6 @@ pub fn run(config: &Config, files: &[PathBuf]) -> Result<Outcome, ScanError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::skip::{ByteScope, SpecialKind};
-
-    #[test]
-    fn partial_by_label_agrees_with_counts_as_partial() {
-        let mut all = vec![
-            SkipReason::TooLarge { size: 2, limit: 1 },
-            SkipReason::Unreadable(std::io::ErrorKind::PermissionDenied),
-            SkipReason::Vanished,
-            SkipReason::BrokenSymlink,
-            SkipReason::SymlinkLoop,
-            SkipReason::SymlinkNotFollowed,
-            SkipReason::ArchiveDepth,
-            SkipReason::ArchiveEntries,
-            SkipReason::ArchiveBytes(ByteScope::Entry),
-            SkipReason::ArchiveBytes(ByteScope::Archive),
-            SkipReason::ArchiveBytes(ByteScope::Root),
-            SkipReason::ArchiveInflation,
-            SkipReason::ArchiveEncrypted,
-            SkipReason::ArchiveCorrupt,
-            SkipReason::ArchiveUnsupported("x"),
-        ];
-        all.extend(SpecialKind::ALL.iter().map(|k| SkipReason::SpecialFile(*k)));
-        for r in all {
-            assert_eq!(
-                label_counts_as_partial(r.label()),
-                crate::skip::counts_as_partial(&r),
-                "{r:?}"
-            );
-        }
-    }
 
     #[test]
     fn an_empty_a_cut_and_a_summaryless_file_are_refused() {

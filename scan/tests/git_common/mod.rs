@@ -115,3 +115,19 @@ pub fn git_present() -> bool {
     }
     ok
 }
+
+/// The (path, secret) of every finding of a `json` run, sorted.
+pub fn paths_and_secrets(run: &Run) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = run
+        .findings()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_owned(),
+                f["secret"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
