@@ -928,6 +928,7 @@ pub fn git_long_help() -> String {
 #[derive(Debug, Parser)]
 #[command(
     name = "scan merge",
+    bin_name = "scan merge",
     about = "Put the jsonl reports of `scan --shard I/N` runs together into one report.",
     long_about = wrap("Put the jsonl reports of `scan --shard I/N --format jsonl` runs \
                   together into one report, in any format: findings de-duplicated by \
