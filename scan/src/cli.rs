@@ -155,6 +155,23 @@ pub struct Config {
     /// `--no-git-history`: a directory that is a repository is scanned as
     /// files only (by default its history is scanned too; `scan/GIT.md`).
     pub no_git_history: bool,
+    /// `--shard I/N` as given; [`Config::parsed_shard`] checks it (a bad
+    /// value is one line and exit 2, from `run`).
+    pub shard: Option<String>,
+    /// `scan merge FILE...`: the `jsonl` reports of `--shard` runs to put
+    /// together (then nothing is scanned).
+    pub merge: Option<Vec<PathBuf>>,
+}
+
+impl Config {
+    /// The `--shard` value, parsed (`crate::shard::Shard::parse`).
+    pub fn parsed_shard(&self) -> Result<Option<crate::shard::Shard>, crate::report::ScanError> {
+        self.shard
+            .as_deref()
+            .map(crate::shard::Shard::parse)
+            .transpose()
+            .map_err(crate::report::ScanError::Usage)
+    }
 }
 
 /// Parses a size: a whole number of bytes with an optional binary suffix,
@@ -247,7 +264,8 @@ Formats, skipped entries, paths, fingerprints, suppression and the baseline:
   scan --docs output
 Archive formats, limits and policies:
   scan --docs archives
-Git history (scan git [REPO]):
+Git history (scan git [REPO]), and --shard I/N with scan merge FILE... for
+runs spread over many machines:
   scan --docs git";
 
 /// magpie's secret scanner: finds credentials (API keys, tokens, private
@@ -349,6 +367,23 @@ struct Cli {
                      readable by anyone with a clone. The summary says which was done.")
     )]
     no_git_history: bool,
+
+    /// Scan only shard I of N (0-based), for runs on many machines.
+    #[arg(
+        long,
+        value_name = "I/N",
+        conflicts_with = "state",
+        long_help = wrap("Scan only part I of N (I counts from 0: 0/4, 1/4, 2/4, 3/4; \
+                     Kubernetes' JOB_COMPLETION_INDEX is such an index). Every shard walks \
+                     the whole tree or history and reads only the items it owns: files by a \
+                     stable hash of their path below PATH (an archive with all its members), \
+                     history blobs by their id. Every item lands in exactly one shard, and a \
+                     shard run again owns the same items. Write each shard with --format jsonl \
+                     (it then ends with a summary record) and put them together with \
+                     `scan merge FILE...`. The summary says which shard ran and how many \
+                     items it owned. An I out of range is an error (exit 2).")
+    )]
+    shard: Option<String>,
 
     /// scan git: the index against HEAD.
     #[arg(
@@ -765,6 +800,8 @@ impl Cli {
             prefilter: self.prefilter,
             git: None,
             no_git_history: self.no_git_history,
+            shard: self.shard,
+            merge: None,
         }
     }
 }
@@ -781,6 +818,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Config, clap::E
     }
     if args.get(1).is_some_and(|a| a == "git") {
         return parse_git(&args[1..]);
+    }
+    if args.get(1).is_some_and(|a| a == "merge") {
+        return MergeCli::try_parse_from(&args[1..]).map(MergeCli::into_config);
     }
     let cli = Cli::try_parse_from(args)?;
     if cli.paths.is_empty() && cli.docs.is_none() {
@@ -881,6 +921,86 @@ fn parse_git(args: &[OsString]) -> Result<Config, clap::Error> {
 /// The full `scan git --help` text (for tests and documentation).
 pub fn git_long_help() -> String {
     git_command().render_long_help().to_string()
+}
+
+/// `scan merge FILE...`: the `jsonl` reports of `--shard` runs as one
+/// report (a directory named `merge` is scanned as `scan ./merge`).
+#[derive(Debug, Parser)]
+#[command(
+    name = "scan merge",
+    bin_name = "scan merge",
+    about = "Put the jsonl reports of `scan --shard I/N` runs together into one report.",
+    long_about = wrap("Put the jsonl reports of `scan --shard I/N --format jsonl` runs \
+                  together into one report, in any format: findings de-duplicated by \
+                  fingerprint and in the order one whole run gives them, skipped entries \
+                  and counts added up. Every shard 0..N-1 must be given exactly once; a \
+                  missing, repeated, truncated or foreign file is an error that names it \
+                  (exit 2). The exit code then follows the rules of one scan: 1 with \
+                  findings, 2 when a shard could not read part of a git history, or with \
+                  --fail-on-skip when anything was skipped."),
+    after_long_help = "EXAMPLES:\n  \
+        scan --shard 0/2 --exit-code 0 -f jsonl -o s0.jsonl .     on one machine\n  \
+        scan --shard 1/2 --exit-code 0 -f jsonl -o s1.jsonl .     on another\n  \
+        scan merge -f sarif -o scan.sarif s0.jsonl s1.jsonl    one report, one exit code\n\n\
+        Kubernetes and GitHub Actions examples: scan --docs git",
+    max_term_width = 100
+)]
+struct MergeCli {
+    /// The shards' jsonl reports.
+    #[arg(value_name = "FILE", required = true, value_parser = clap::value_parser!(PathBuf))]
+    files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(short = 'f', long, visible_alias = "report-format", value_enum, value_name = "FORMAT", default_value_t = Format::Text)]
+    format: Format,
+    /// Write the report to FILE instead of standard output.
+    #[arg(short = 'o', long, visible_alias = "report-path", value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
+    output: Option<PathBuf>,
+    /// Hide most of each secret (or PERCENT of it), as for a scan.
+    #[arg(long, value_name = "PERCENT", num_args = 0..=1, require_equals = true, value_parser = clap::value_parser!(u8).range(0..=100))]
+    redact: Option<Option<u8>>,
+    /// Do not report findings already in this earlier json/jsonl report.
+    #[arg(long, value_name = "FILE", value_parser = clap::value_parser!(PathBuf))]
+    baseline: Option<PathBuf>,
+    /// Exit code when findings are reported [default: 1].
+    #[arg(long, value_name = "N", default_value_t = EXIT_FINDINGS)]
+    exit_code: u8,
+    /// Exit 2 if any shard skipped a file, blob or archive member.
+    #[arg(long)]
+    fail_on_skip: bool,
+    /// Name every skipped entry on standard error.
+    #[arg(short = 'v', long)]
+    verbose: bool,
+    /// When to use colour.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto)]
+    color: ColorChoice,
+}
+
+impl MergeCli {
+    fn into_config(self) -> Config {
+        let mut c = Cli::try_parse_from([OsString::from("scan"), OsString::from(".")])
+            .expect("a single path parses")
+            .into_config();
+        c.paths = Vec::new();
+        c.merge = Some(self.files);
+        c.format = self.format;
+        c.output = self.output;
+        c.redact = self.redact.is_some();
+        c.redact_percent = self.redact.flatten();
+        c.baseline = self.baseline;
+        c.exit_code = self.exit_code;
+        c.fail_on_skip = self.fail_on_skip;
+        c.verbose = self.verbose;
+        c.color = self.color;
+        // The shards applied their own .gitleaksignore.
+        c.no_ignore_file = true;
+        c
+    }
+}
+
+/// The full `scan merge --help` text (for tests and documentation).
+pub fn merge_long_help() -> String {
+    use clap::CommandFactory;
+    MergeCli::command().render_long_help().to_string()
 }
 
 /// `scan rules`: list the rules a scan would run (a directory named `rules`

@@ -14,6 +14,7 @@ pub mod pipeline;
 pub mod pool;
 pub mod report;
 pub mod rules;
+pub mod shard;
 pub mod skip;
 pub mod source;
 pub mod trace;
@@ -26,6 +27,9 @@ pub mod walk;
 pub fn run(config: cli::Config) -> Result<report::Outcome, report::ScanError> {
     if config.list_rules {
         return list_rules(&config);
+    }
+    if let Some(files) = &config.merge {
+        return report::merge::run(&config, files);
     }
     pipeline::run(config)
 }

@@ -72,6 +72,15 @@ pub fn counts_as_partial(reason: &SkipReason) -> bool {
     )
 }
 
+/// [`counts_as_partial`] by the reason's label (`scan merge` has labels,
+/// not reasons).
+pub fn label_counts_as_partial(label: &str) -> bool {
+    !matches!(
+        label,
+        "symlink_not_followed" | "broken_symlink" | "symlink_loop" | "special_file"
+    )
+}
+
 /// What kind of non-regular file was refused (it is never opened for reading).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SpecialKind {
@@ -321,6 +330,17 @@ mod tests {
         ];
         all.extend(SpecialKind::ALL.iter().map(|k| SkipReason::SpecialFile(*k)));
         all
+    }
+
+    #[test]
+    fn partial_by_label_agrees_with_counts_as_partial() {
+        for r in every_reason() {
+            assert_eq!(
+                label_counts_as_partial(r.label()),
+                counts_as_partial(&r),
+                "{r:?}"
+            );
+        }
     }
 
     #[test]

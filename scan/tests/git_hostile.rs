@@ -14,26 +14,11 @@ mod gitc;
 use std::path::Path;
 
 use common::{github_token, tempdir, Run};
-use gitc::{commit_file, git, git_with_input, init, scan_git};
+use gitc::{commit_file, git, git_with_input, init, paths_and_secrets, scan_git};
 use serde_json::Value;
 
 fn skipped(run: &Run) -> Vec<Value> {
     run.json()["skipped"].as_array().unwrap().clone()
-}
-
-fn paths_and_secrets(run: &Run) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = run
-        .findings()
-        .iter()
-        .map(|f| {
-            (
-                f["path"].as_str().unwrap().to_owned(),
-                f["secret"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 /// A raw tree object: `(mode, name, id)` entries, written as git stores

@@ -39,9 +39,22 @@ pub enum GitItem {
     Unreadable {
         /// The path of the tree (or the commit id) that could not be read.
         path: Vec<u8>,
+        /// The object that could not be read (the null id for the index).
+        id: ObjectId,
         /// What went wrong.
         detail: String,
     },
+}
+
+impl GitItem {
+    /// The object this item is about: what `--shard` partitions by.
+    pub fn object_id(&self) -> &ObjectId {
+        match self {
+            GitItem::Blob { id, .. }
+            | GitItem::Submodule { id, .. }
+            | GitItem::Unreadable { id, .. } => id,
+        }
+    }
 }
 
 /// What one tree entry is, as far as the walk cares.
@@ -127,6 +140,18 @@ impl HistoryCursor {
         };
         if let Ok(Some(boundary)) = cursor.repo.shallow_commits() {
             cursor.shallow = boundary.iter().copied().collect();
+            if !cursor.shallow.is_empty() {
+                cursor.notes.push(format!(
+                    "shallow clone: the history ends at {} boundary {} (their parents \
+                     are not in the repository); each is scanned whole as a root commit",
+                    cursor.shallow.len(),
+                    if cursor.shallow.len() == 1 {
+                        "commit"
+                    } else {
+                        "commits"
+                    },
+                ));
+            }
         }
         if !opts.staged {
             cursor.select(opts)?;
@@ -440,8 +465,10 @@ impl HistoryCursor {
         let Some(&tree) = self.trees.get(&id) else {
             self.pending.push_back(GitItem::Unreadable {
                 path: id.to_string().into_bytes(),
-                detail: "the commit object could not be read (shallow clone or missing object)"
-                    .into(),
+                id,
+                detail: format!(
+                    "commit {id}: the commit object could not be read (missing or corrupt)"
+                ),
             });
             return;
         };
@@ -475,6 +502,7 @@ impl HistoryCursor {
                         } else {
                             prefix
                         },
+                        id: new,
                         detail,
                     });
                     continue;
@@ -555,6 +583,7 @@ impl HistoryCursor {
             Err(e) => {
                 self.pending.push_back(GitItem::Unreadable {
                     path: b"index".to_vec(),
+                    id: ObjectId::null(self.repo.object_hash()),
                     detail: format!("the index could not be read: {e}"),
                 });
                 return;

@@ -40,6 +40,12 @@ fn git(shared: &Shared, mut g: Box<GitEnum>, ctx: &mut Ctx) -> Option<Note> {
     }
     let mut admitted = 0u64;
     while let Some(item) = g.batch.pop() {
+        if let Some(shard) = shared.settings.shard {
+            // `--shard`: by object id; counted once, when handled below.
+            if !shard.owns_object(item.object_id().as_bytes()) {
+                continue;
+            }
+        }
         match item {
             GitItem::Blob { id, path, commit } => {
                 let Some(permit) = shared.frontier.try_acquire(0) else {
@@ -50,6 +56,7 @@ fn git(shared: &Shared, mut g: Box<GitEnum>, ctx: &mut Ctx) -> Option<Note> {
                 desc.git = Some(std::sync::Arc::new(GitBlob { id, commit }));
                 let obj = ObjectCtx::new(desc, permit);
                 admitted += 1;
+                ctx.scratch.counters.shard_owned += 1;
                 ctx.spawn_local(Task::FetchSync { obj, state: None });
             }
             GitItem::Submodule { path, id, commit } => {
@@ -61,7 +68,7 @@ fn git(shared: &Shared, mut g: Box<GitEnum>, ctx: &mut Ctx) -> Option<Note> {
                 let reason = SkipReason::SpecialFile(SpecialKind::Other);
                 skip_git_item(shared, ctx, &path, reason, detail);
             }
-            GitItem::Unreadable { path, detail } => {
+            GitItem::Unreadable { path, detail, .. } => {
                 let reason = SkipReason::Unreadable(std::io::ErrorKind::InvalidData);
                 skip_git_item(shared, ctx, &path, reason, detail);
             }
@@ -79,6 +86,7 @@ fn git(shared: &Shared, mut g: Box<GitEnum>, ctx: &mut Ctx) -> Option<Note> {
 /// Names a history entry that is not read (a submodule, an unreadable
 /// tree or commit) as skipped at discovery.
 fn skip_git_item(shared: &Shared, ctx: &mut Ctx, path: &[u8], reason: SkipReason, detail: String) {
+    ctx.scratch.counters.shard_owned += 1;
     skip_at_discovery(
         shared,
         ctx,
@@ -105,6 +113,14 @@ fn walk(shared: &Shared, mut w: Box<WalkEnum>, ctx: &mut Ctx) -> Option<Note> {
     }
     let mut admitted = 0u64;
     while let Some(item) = w.batch.pop() {
+        if let Some(shard) = shared.settings.shard {
+            // `--shard`: by the path the report shows; counted once, when
+            // admitted or skipped below.
+            let shown = walk_item_path(&item, &w.roots);
+            if shown.is_some_and(|p| !shard.owns_path(&p.to_bytes())) {
+                continue;
+            }
+        }
         match item {
             WalkItem::File { path, size } => {
                 let Some(permit) = shared.frontier.try_acquire(0) else {
@@ -119,6 +135,7 @@ fn walk(shared: &Shared, mut w: Box<WalkEnum>, ctx: &mut Ctx) -> Option<Note> {
                 desc.follow = follow;
                 let obj = ObjectCtx::new(desc, permit);
                 admitted += 1;
+                ctx.scratch.counters.shard_owned += 1;
                 ctx.spawn_local(Task::FetchSync { obj, state: None });
             }
             WalkItem::Stream { path } => {
@@ -137,10 +154,12 @@ fn walk(shared: &Shared, mut w: Box<WalkEnum>, ctx: &mut Ctx) -> Option<Note> {
                 desc.stdin = stdin;
                 let obj = ObjectCtx::new(desc, permit);
                 admitted += 1;
+                ctx.scratch.counters.shard_owned += 1;
                 ctx.spawn_local(Task::FetchSync { obj, state: None });
             }
             WalkItem::Skipped { path, reason } => {
                 let path = ObjPath::below_root(&path, root_of(&path, &w.roots), w.roots.len());
+                ctx.scratch.counters.shard_owned += 1;
                 skip_at_discovery(shared, ctx, path, reason, 1, String::new());
             }
             WalkItem::RootError { path, error } => {
@@ -161,6 +180,21 @@ fn walk(shared: &Shared, mut w: Box<WalkEnum>, ctx: &mut Ctx) -> Option<Note> {
         });
     }
     note
+}
+
+/// The path the report shows for a walk entry (what `--shard` hashes).
+/// `None` for a root error: it belongs to every shard (each one stops).
+fn walk_item_path(item: &WalkItem, roots: &[std::path::PathBuf]) -> Option<ObjPath> {
+    Some(match item {
+        WalkItem::File { path, .. } | WalkItem::Skipped { path, .. } => {
+            ObjPath::below_root(path, root_of(path, roots), roots.len())
+        }
+        WalkItem::Stream { path } if crate::source::is_stdin(path) => {
+            ObjPath::from_file_bytes(crate::source::STDIN_NAME.as_bytes())
+        }
+        WalkItem::Stream { path } => ObjPath::below_root(path, path, roots.len()),
+        WalkItem::RootError { .. } => return None,
+    })
 }
 
 /// Level 0 is full: count the back-pressure and park the walk (of the

@@ -70,6 +70,9 @@ pub(crate) struct Settings {
     pub(crate) max_decode_depth: u32,
     /// `None` when archives are not opened.
     pub(crate) archives: Option<ArchiveSettings>,
+    /// `--shard I/N`: only the walk entries and history items this shard
+    /// owns are admitted (`crate::shard`).
+    pub(crate) shard: Option<crate::shard::Shard>,
 }
 
 #[derive(Clone, Debug)]
@@ -99,6 +102,8 @@ pub(crate) struct Counters {
     pub(crate) skipped_at_discovery: [u64; SKIP_LABELS],
     /// What the walk's filters left out (ignore files, `--exclude`).
     pub(crate) excluded: crate::walk::Exclusions,
+    /// `--shard`: walk entries and history items this shard owned.
+    pub(crate) shard_owned: u64,
 }
 
 impl Counters {
@@ -116,7 +121,9 @@ impl Counters {
             decoded_spans,
             skipped_at_discovery,
             excluded,
+            shard_owned,
         } = o;
+        self.shard_owned += shard_owned;
         self.inline_allowed += inline_allowed;
         self.decoded_spans += decoded_spans;
         self.excluded.add(excluded);

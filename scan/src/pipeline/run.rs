@@ -166,7 +166,7 @@ pub struct ScanReport {
     pub state: Option<crate::git::StateUpdate>,
 }
 
-fn settings(config: &Config, rules: &RuleSet) -> Settings {
+fn settings(config: &Config, rules: &RuleSet, shard: Option<crate::shard::Shard>) -> Settings {
     let archives = config.scan_archives.then(|| ArchiveSettings {
         limits: ArchiveLimits {
             max_depth: config.archive_depth,
@@ -188,6 +188,7 @@ fn settings(config: &Config, rules: &RuleSet) -> Settings {
         max_file_size: config.max_file_size,
         max_decode_depth: config.max_decode_depth,
         archives,
+        shard,
     }
 }
 
@@ -212,6 +213,7 @@ pub fn scan_with(
     trace: Option<&std::sync::Arc<TraceSink>>,
 ) -> Result<ScanReport, ScanError> {
     let started = Instant::now();
+    let shard = config.parsed_shard()?;
     let mut state = None;
     let git = match &config.git {
         Some(opts) => {
@@ -232,7 +234,7 @@ pub fn scan_with(
     }
     crate::walk::compile_excludes(&config.exclude).map_err(ScanError::Usage)?;
     let workers = config.workers.max(1);
-    let settings = settings(config, &rules);
+    let settings = settings(config, &rules, shard);
     let git_commits = git.as_ref().map(|(_, cursor)| cursor.commits() as u64);
     let level0 = tuning.frontier_capacity.unwrap_or_else(|| match git {
         // A blob holds no descriptor but, while it is chunked, its decoded
@@ -461,6 +463,12 @@ fn summary(
     Summary {
         git_commits: None,
         history: None,
+        shard: shared.settings.shard.map(|s| crate::shard::ShardSummary {
+            index: s.index,
+            count: s.count,
+            owned: c.shard_owned,
+        }),
+        history_unreadable: 0,
         excluded: c.excluded,
         respect_gitignore: config.respect_ignore_files,
         skip_hint: false,
@@ -591,6 +599,9 @@ fn add_histories(
         }
         sum.bytes_scanned += h.summary.bytes_scanned;
         sum.inline_allowed += h.summary.inline_allowed;
+        if let (Some(a), Some(b)) = (&mut sum.shard, &h.summary.shard) {
+            a.owned += b.owned;
+        }
         sum.elapsed += h.summary.elapsed;
         sum.metrics.insert("git_commits", commits);
         sum.metrics.insert("git_blobs_scanned", blobs);
@@ -611,9 +622,22 @@ fn history_unreadable(skipped: &[SkippedEntry]) -> u64 {
         .sum()
 }
 
+/// The error of a run whose history had `unreadable` objects (after its
+/// report is written): exit 2. `scan merge` returns the same.
+pub fn partial_history_error(unreadable: u64) -> ScanError {
+    ScanError::Other(format!(
+        "the git history was scanned partially: {unreadable} {} could not be read \
+         (the report names {}); exit 2",
+        if unreadable == 1 { "object" } else { "objects" },
+        if unreadable == 1 { "it" } else { "them" },
+    ))
+}
+
 /// The whole program: reporter (baseline and output checked first), rules,
 /// trace file, the scan, the report and the summary.
 pub fn run(mut config: Config) -> Result<Outcome, ScanError> {
+    // A bad `--shard` is one line and exit 2, before any output is created.
+    config.parsed_shard()?;
     let mut provenance = None;
     let mut repos = Vec::new();
     let mut not_scanned = None;
@@ -665,6 +689,7 @@ pub fn run(mut config: Config) -> Result<Outcome, ScanError> {
     }
     let state = report.state.take();
     let mut summary = report.summary;
+    summary.history_unreadable = unreadable;
     if let (Some(sink), Some(path)) = (&trace, &config.trace) {
         let stats = sink.write_to_file(path)?;
         summary.trace_events_dropped = stats.dropped;
@@ -682,12 +707,7 @@ pub fn run(mut config: Config) -> Result<Outcome, ScanError> {
     if unreadable > 0 {
         // The report is written and names them; the state is not advanced,
         // so the next incremental run reads those commits again.
-        return Err(ScanError::Other(format!(
-            "the git history was scanned partially: {unreadable} {} could not be read \
-             (the report names {}); exit 2",
-            if unreadable == 1 { "object" } else { "objects" },
-            if unreadable == 1 { "it" } else { "them" },
-        )));
+        return Err(partial_history_error(unreadable));
     }
     if let Some(state) = state {
         state.write().map_err(|source| ScanError::Output {

@@ -63,8 +63,12 @@ impl Baseline {
                 fingerprints.insert(fingerprint_of(v).ok_or_else(|| {
                     format!("value {} has a \"fingerprint\" that is not a string", i + 1)
                 })?);
-            } else if v.get("type").and_then(JsonValue::as_str) == Some("skipped") {
-                // A skipped-entry line of a `jsonl` report: no finding.
+            } else if matches!(
+                v.get("type").and_then(JsonValue::as_str),
+                Some("skipped" | "summary")
+            ) {
+                // A skipped-entry line of a `jsonl` report, or the summary
+                // record of a `--shard` run's: no finding.
             } else if v.get("runs").is_some() {
                 return Err("a SARIF log cannot be a baseline".into());
             } else {

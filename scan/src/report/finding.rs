@@ -219,13 +219,11 @@ pub fn fingerprint_in(
     format!("{:016x}", h.finish())
 }
 
-/// Sorts by (path, offset, rule), drops exact duplicates (same path, offset,
-/// rule and secret: e.g. a match reported by two overlapping chunks), and
-/// assigns every fingerprint.
-///
-/// The result depends only on the set of findings, not on the order the
-/// workers produced them in.
-pub fn finalize(findings: &mut Vec<Finding>) {
+/// The report order: by commit (none first), path, offset, rule, secret,
+/// line, column, then description and context. [`finalize`] sorts with it,
+/// and so does `scan merge`, so a merge of shards lists the findings in the
+/// order one whole run does.
+pub fn sort_findings(findings: &mut [Finding]) {
     findings.sort_unstable_by(|a, b| {
         (
             &a.commit, &a.path, a.offset, &a.rule, &a.secret, a.line, a.column,
@@ -236,6 +234,16 @@ pub fn finalize(findings: &mut Vec<Finding>) {
             .then_with(|| a.description.cmp(&b.description))
             .then_with(|| a.context.cmp(&b.context))
     });
+}
+
+/// Sorts by (path, offset, rule), drops exact duplicates (same path, offset,
+/// rule and secret: e.g. a match reported by two overlapping chunks), and
+/// assigns every fingerprint.
+///
+/// The result depends only on the set of findings, not on the order the
+/// workers produced them in.
+pub fn finalize(findings: &mut Vec<Finding>) {
+    sort_findings(findings);
     findings.dedup_by(|later, earlier| {
         later.path == earlier.path
             && later.commit == earlier.commit

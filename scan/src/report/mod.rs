@@ -10,6 +10,7 @@
 //! | [`summary`] | [`Summary`]: totals on stderr and in `json` |
 //! | [`progress`] | [`Progress`] counters and the stderr bar |
 //! | [`error`] | [`ScanError`], [`Outcome`], exit codes |
+//! | [`merge`] | `scan merge`: the `jsonl` reports of `--shard` runs as one report |
 //!
 //! The pipeline's end is [`Reporter`]: build it from the [`Config`] before the
 //! scan (so a bad baseline or an unwritable output file fails before any work),
@@ -25,6 +26,7 @@ pub mod finding;
 pub mod ignorefile;
 pub mod json;
 pub mod jsonl;
+pub mod merge;
 pub mod path;
 pub mod progress;
 pub mod sarif;
@@ -40,7 +42,9 @@ pub use error::{
     error_message, exit_code, BaselineError, Outcome, OutputError, ScanError, EXIT_CLEAN,
     EXIT_ERROR, EXIT_FINDINGS,
 };
-pub use finding::{finalize, fingerprint, fingerprint_in, redact, redact_percent, Finding};
+pub use finding::{
+    finalize, fingerprint, fingerprint_in, redact, redact_percent, sort_findings, Finding,
+};
 pub use ignorefile::IgnoreFile;
 pub use path::ObjPath;
 pub use progress::{Progress, ProgressDisplay, ProgressSnapshot};
@@ -85,6 +89,49 @@ pub struct WriteOptions {
     /// Whether a repository's history was scanned (SARIF run
     /// `properties.history`).
     pub history: Option<crate::git::HistoryStatus>,
+    /// A `--shard` run's `jsonl`: each finding also carries `precision`,
+    /// `context` and `segments`, and a summary record ends the report, so
+    /// that `scan merge` can write every format from it (`jsonl.rs`).
+    pub shard_records: bool,
+}
+
+/// A skipped entry as the writers see it: a [`SkippedEntry`] of this run,
+/// or one read back from a shard's `jsonl` by `scan merge`.
+pub trait SkipView {
+    /// The file or archive member.
+    fn view_path(&self) -> &ObjPath;
+    /// The stable reason label (`too_large`, ...).
+    fn view_label(&self) -> &str;
+    /// The reason and detail, as one message.
+    fn view_message(&self) -> String;
+    /// Objects this entry stands for (more than 1 for an archive's rest).
+    fn view_count(&self) -> u64;
+    /// Whether `--fail-on-skip` counts it (`skip::counts_as_partial`).
+    fn view_partial(&self) -> bool;
+    /// The detail alone (what `skip::sort_skipped` orders by after the
+    /// label).
+    fn view_detail(&self) -> &str;
+}
+
+impl SkipView for SkippedEntry {
+    fn view_path(&self) -> &ObjPath {
+        &self.path
+    }
+    fn view_label(&self) -> &str {
+        self.reason.label()
+    }
+    fn view_message(&self) -> String {
+        self.message()
+    }
+    fn view_count(&self) -> u64 {
+        self.count
+    }
+    fn view_partial(&self) -> bool {
+        crate::skip::counts_as_partial(&self.reason)
+    }
+    fn view_detail(&self) -> &str {
+        &self.detail
+    }
 }
 
 /// Where a history scan's findings come from (SARIF
@@ -120,6 +167,7 @@ impl Default for WriteOptions {
             tool_version: env!("CARGO_PKG_VERSION"),
             provenance: None,
             history: None,
+            shard_records: false,
         }
     }
 }
@@ -134,9 +182,29 @@ pub fn write_report(
     summary: &Summary,
     opts: &WriteOptions,
 ) -> Result<(), OutputError> {
+    write_report_of(out, format, findings, skipped, summary, opts)
+}
+
+/// [`write_report`] for any [`SkipView`] (`scan merge`'s entries too). A
+/// `jsonl` report with [`WriteOptions::shard_records`] ends with the
+/// summary record.
+pub fn write_report_of<S: SkipView>(
+    out: &mut dyn Write,
+    format: Format,
+    findings: &[Finding],
+    skipped: &[S],
+    summary: &Summary,
+    opts: &WriteOptions,
+) -> Result<(), OutputError> {
     match format {
         Format::Text => text::write_text(out, findings, opts),
-        Format::Jsonl => jsonl::write_jsonl(out, findings, skipped, opts),
+        Format::Jsonl => {
+            jsonl::write_jsonl(out, findings, skipped, opts)?;
+            if opts.shard_records {
+                jsonl::write_summary_record(out, summary, opts)?;
+            }
+            Ok(())
+        }
         Format::Json => jsonl::write_json(out, findings, skipped, summary, opts),
         Format::Sarif => sarif::write_sarif(out, findings, skipped, opts),
     }
@@ -219,6 +287,7 @@ impl Reporter {
             redact_percent: cfg.redact_percent,
             color: text::color_enabled(cfg.color, is_tty, no_color.as_deref()),
             base_dir: sarif_base_dir(&cfg.paths),
+            shard_records: cfg.shard.is_some() && cfg.format == Format::Jsonl,
             ..WriteOptions::default()
         };
         let stderr_color =
@@ -241,6 +310,12 @@ impl Reporter {
     /// Sets SARIF's `versionControlProvenance` (a `scan git` run).
     pub fn set_provenance(&mut self, p: Provenance) {
         self.opts.provenance = Some(p);
+    }
+
+    /// Sets the directory SARIF's `%SRCROOT%` stands for (`scan merge`:
+    /// the shards' scan root).
+    pub fn set_base_dir(&mut self, dir: Option<PathBuf>) {
+        self.opts.base_dir = dir;
     }
 
     /// A reporter writing to `out` (tests, embedding).
@@ -273,25 +348,38 @@ impl Reporter {
     /// Finish the [`ProgressDisplay`] first, so the summary does not land in
     /// the middle of the bar.
     pub fn finish(
-        mut self,
+        self,
         mut findings: Vec<Finding>,
         skipped: &[SkippedEntry],
-        mut summary: Summary,
+        summary: Summary,
         stderr: &mut dyn Write,
     ) -> Result<Outcome, ScanError> {
         finalize(&mut findings);
-        summary.baseline_suppressed = match &self.baseline {
+        self.finish_finalized(findings, skipped, summary, stderr)
+    }
+
+    /// [`Reporter::finish`] for findings already sorted, de-duplicated and
+    /// fingerprinted (`scan merge`: the shards did it). The summary's
+    /// baseline and ignore-file counts are added to, not replaced.
+    pub fn finish_finalized<S: SkipView>(
+        mut self,
+        mut findings: Vec<Finding>,
+        skipped: &[S],
+        mut summary: Summary,
+        stderr: &mut dyn Write,
+    ) -> Result<Outcome, ScanError> {
+        summary.baseline_suppressed += match &self.baseline {
             Some(b) => b.filter(&mut findings),
             None => 0,
         };
-        summary.ignore_file_suppressed = self.ignore.filter(&mut findings);
+        summary.ignore_file_suppressed += self.ignore.filter(&mut findings);
         summary.findings = findings.len() as u64;
         self.opts.history = summary.history.clone();
         if !self.metrics {
             // The counters are shown (on stderr and in json) only with --metrics.
             summary.metrics.clear();
         }
-        write_report(
+        write_report_of(
             &mut *self.out,
             self.format,
             &findings,
@@ -309,8 +397,8 @@ impl Reporter {
         let fail_on_skip = if self.fail_on_skip {
             skipped
                 .iter()
-                .filter(|s| crate::skip::counts_as_partial(&s.reason))
-                .map(|s| s.count)
+                .filter(|s| s.view_partial())
+                .map(|s| s.view_count())
                 .sum()
         } else {
             0

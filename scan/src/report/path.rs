@@ -145,6 +145,35 @@ impl ObjPath {
             .into_iter()
     }
 
+    /// The on-disk file's whole path (root included) and the two cut
+    /// points into it (shown from, hashed from): with [`Self::members`],
+    /// everything an `ObjPath` is (`--shard` records carry it, so that
+    /// `scan merge` rebuilds paths that compare and sort exactly as the
+    /// scan's did).
+    pub fn raw_parts(&self) -> (&[u8], u32, u32) {
+        (&self.segments[0], self.shown_from, self.print_from)
+    }
+
+    /// The inverse of [`Self::raw_parts`] plus the members; `None` when a
+    /// cut point is past the end of `file`.
+    pub fn from_raw_parts<'a>(
+        file: &[u8],
+        shown_from: u32,
+        print_from: u32,
+        members: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Option<Self> {
+        if shown_from as usize > file.len() || print_from as usize > file.len() {
+            return None;
+        }
+        let mut segments: Vec<Box<[u8]>> = vec![file.into()];
+        segments.extend(members.into_iter().map(Into::into));
+        Some(Self {
+            segments,
+            shown_from,
+            print_from,
+        })
+    }
+
     /// Every segment as shown, file first.
     fn shown(&self) -> impl Iterator<Item = &[u8]> + '_ {
         std::iter::once(self.file_bytes()).chain(self.segments[1..].iter().map(|s| &**s))

@@ -25,9 +25,8 @@ use std::path::{Component, Path};
 use super::error::OutputError;
 use super::finding::Finding;
 use super::json::push_bytes_str;
-use super::WriteOptions;
+use super::{SkipView, WriteOptions};
 use crate::rules::Precision;
-use crate::skip::SkippedEntry;
 
 /// The schema URI written in `$schema`.
 pub const SARIF_SCHEMA: &str = "https://json.schemastore.org/sarif-2.1.0.json";
@@ -130,10 +129,10 @@ fn push_str(buf: &mut Vec<u8>, s: &str) {
 }
 
 /// Writes `findings` as a SARIF 2.1.0 log.
-pub fn write_sarif(
+pub fn write_sarif<S: SkipView>(
     out: &mut dyn Write,
     findings: &[Finding],
-    skipped: &[SkippedEntry],
+    skipped: &[S],
     opts: &WriteOptions,
 ) -> Result<(), OutputError> {
     // Rules with a result, in id order; a result's ruleIndex points here.
@@ -268,13 +267,14 @@ fn push_rule(buf: &mut Vec<u8>, id: &str, desc: &str, precision: Precision) {
 /// reason label as `descriptor.id`, the path and reason in the message, and
 /// the file on disk as the location (for an archive member, the archive;
 /// `properties.archiveMember` names the member).
-fn push_notification(buf: &mut Vec<u8>, e: &SkippedEntry, opts: &WriteOptions) {
-    let file = shown_file(&e.path);
+fn push_notification(buf: &mut Vec<u8>, e: &impl SkipView, opts: &WriteOptions) {
+    let path = e.view_path();
+    let file = shown_file(path);
     let loc = artifact_uri(&file, opts.base_dir.as_deref());
     buf.extend_from_slice(b"{\"level\":\"warning\",\"descriptor\":{\"id\":");
-    push_str(buf, e.reason.label());
+    push_str(buf, e.view_label());
     buf.extend_from_slice(b"},\"message\":{\"text\":");
-    push_str(buf, &format!("not scanned: {}: {}", e.path, e.message()));
+    push_str(buf, &format!("not scanned: {}: {}", path, e.view_message()));
     buf.extend_from_slice(
         b"},\"locations\":[{\"physicalLocation\":{\"artifactLocation\":{\"uri\":",
     );
@@ -284,9 +284,9 @@ fn push_notification(buf: &mut Vec<u8>, e: &SkippedEntry, opts: &WriteOptions) {
         push_str(buf, base);
     }
     buf.extend_from_slice(b"}}}]");
-    if e.path.is_archive_member() {
+    if path.is_archive_member() {
         buf.extend_from_slice(b",\"properties\":{\"archiveMember\":");
-        push_str(buf, &lossy(&e.path.member_bytes()));
+        push_str(buf, &lossy(&path.member_bytes()));
         buf.push(b'}');
     }
     buf.push(b'}');

@@ -52,6 +52,13 @@ pub struct Summary {
     pub ignore_file_suppressed: u64,
     /// Add "-v names them" to the skipped line (text reports without `-v`).
     pub skip_hint: bool,
+    /// `--shard I/N`: which shard ran and how many items it owned (a
+    /// line of the text summary, `shard` in `json`).
+    pub shard: Option<crate::shard::ShardSummary>,
+    /// History objects (trees, commits, blobs) that could not be read: the
+    /// run exits 2 after its report. Carried to `scan merge` in the `jsonl`
+    /// summary record; not shown otherwise.
+    pub history_unreadable: u64,
     /// Extra counters shown with `--metrics` (task counts, bytes fetched,
     /// frontier back-pressure, ...), by name.
     pub metrics: BTreeMap<&'static str, u64>,
@@ -94,6 +101,15 @@ impl Summary {
         if let (Some(h), None) = (&self.history, self.git_commits) {
             s.push_str(&h.line());
             s.push('\n');
+        }
+        if let Some(sh) = &self.shard {
+            s.push_str(&format!(
+                "shard {}/{} (0-based): owned {} {} (files by path, blobs by id)\n",
+                sh.index,
+                sh.count,
+                group(sh.owned),
+                plural(sh.owned, "item", "items"),
+            ));
         }
         if self.archives > 0 || self.archive_members > 0 {
             s.push_str(&format!(
@@ -219,6 +235,13 @@ impl Summary {
         out.write_all(b"}")?;
         if let Some(h) = &self.history {
             write!(out, ",\"history\":{}", h.to_json())?;
+        }
+        if let Some(sh) = &self.shard {
+            write!(
+                out,
+                ",\"shard\":{{\"index\":{},\"count\":{},\"owned\":{}}}",
+                sh.index, sh.count, sh.owned
+            )?;
         }
         out.write_all(b"}")
     }

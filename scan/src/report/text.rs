@@ -4,8 +4,7 @@ use std::io::Write;
 
 use super::error::OutputError;
 use super::finding::{redact_in_percent, Finding};
-use super::WriteOptions;
-use crate::skip::SkippedEntry;
+use super::{SkipView, WriteOptions};
 
 /// The longest context line shown, in characters; longer ones end in `…`.
 pub const CONTEXT_MAX_CHARS: usize = 240;
@@ -175,14 +174,14 @@ pub fn write_text(
 /// Writes one line per skipped entry, `skipped PATH: REASON`, for `-v` (on
 /// standard error, before the summary). Paths and details are made
 /// terminal-safe.
-pub fn write_skipped(out: &mut dyn Write, skipped: &[SkippedEntry]) -> std::io::Result<()> {
+pub fn write_skipped<S: SkipView>(out: &mut dyn Write, skipped: &[S]) -> std::io::Result<()> {
     let mut s = String::new();
     for e in skipped {
         s.push_str(&format!(
             "skipped {}: {} [{}]\n",
-            terminal_safe(&e.path.to_bytes()),
-            terminal_safe(e.message().as_bytes()),
-            e.reason.label()
+            terminal_safe(&e.view_path().to_bytes()),
+            terminal_safe(e.view_message().as_bytes()),
+            e.view_label()
         ));
     }
     out.write_all(s.as_bytes())

@@ -101,3 +101,33 @@ pub fn committed_then_removed(dir: &Path) -> (String, String, String) {
     remove_file(dir, "config/app.env", "remove the token");
     (token, added, git(dir, &["rev-parse", "HEAD"]))
 }
+
+/// Whether the `git` binary is here to build fixtures. When it is not, a
+/// test says so on stderr and checks nothing (`if !git_present() {
+/// return; }`): a printed skip, never a quiet pass.
+pub fn git_present() -> bool {
+    let ok = Command::new("git")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED: no `git` binary to build the fixture repository");
+    }
+    ok
+}
+
+/// The (path, secret) of every finding of a `json` run, sorted.
+pub fn paths_and_secrets(run: &Run) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = run
+        .findings()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().to_owned(),
+                f["secret"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}

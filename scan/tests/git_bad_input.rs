@@ -1,0 +1,160 @@
+//! Issue 14's bad input that had no test of its own: a corrupt tree object
+//! (valid zlib, garbage entries), a corrupt commit object (garbage where the
+//! zlib stream should be) and a shallow clone. Each corrupt object is named
+//! as an `unreadable` skip with its id, the rest of the history is scanned
+//! and reported, and the run exits 2 (partial); a shallow clone scans
+//! without error and says that it is shallow. The fixtures need the `git`
+//! binary; without it each test says so and checks nothing.
+#![cfg(not(loom))]
+
+#[path = "e2e_common/mod.rs"]
+mod common;
+
+#[path = "git_common/mod.rs"]
+mod gitc;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use common::{github_token, tempdir, Run};
+use gitc::{commit_file, git, git_present, init, paths_and_secrets, scan_git};
+use serde_json::Value;
+
+/// The loose object file of `id`, made writable.
+fn loose(dir: &Path, id: &str) -> PathBuf {
+    let file = dir.join(".git/objects").join(&id[..2]).join(&id[2..]);
+    let mut perms = std::fs::metadata(&file)
+        .expect("a fresh repository keeps loose objects")
+        .permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&file, perms).unwrap();
+    file
+}
+
+fn skipped(run: &Run) -> Vec<Value> {
+    run.json()["skipped"].as_array().unwrap().clone()
+}
+
+#[test]
+fn a_corrupt_tree_object_is_named_and_the_rest_of_the_history_is_scanned() {
+    if !git_present() {
+        return;
+    }
+    let t = tempdir();
+    let dir = t.path();
+    init(dir);
+    let hidden = github_token(501);
+    commit_file(dir, "lib/inner.env", &format!("T={hidden}\n"), "lib");
+    let token = github_token(502);
+    commit_file(dir, "k.env", &format!("T={token}\n"), "secret");
+    let tree = git(dir, &["rev-parse", "HEAD:lib"]);
+    // A well-formed zlib stream of a "tree" whose entries are garbage: the
+    // object decodes, its entries do not parse.
+    let mut body = b"100644 a.env\0\x01\x02".to_vec();
+    body.extend_from_slice(b"\xffgarbage\0");
+    let mut raw = format!("tree {}\0", body.len()).into_bytes();
+    raw.extend_from_slice(&body);
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(&raw).unwrap();
+    std::fs::write(loose(dir, &tree), z.finish().unwrap()).unwrap();
+
+    let run = scan_git(dir, &["-f", "json"]);
+    assert_eq!(run.code, Some(2), "partial: {}", run.stderr);
+    assert!(
+        run.stderr.contains("scanned partially: 1 object"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(paths_and_secrets(&run), vec![("k.env".to_owned(), token)]);
+    let s = skipped(&run);
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(s[0]["path"], "lib");
+    assert_eq!(s[0]["reason"], "unreadable");
+    let msg = s[0]["message"].as_str().unwrap();
+    assert!(
+        msg.contains(&format!("tree {tree}")),
+        "names the tree: {msg}"
+    );
+}
+
+#[test]
+fn a_corrupt_commit_object_is_named_and_the_rest_of_the_history_is_scanned() {
+    if !git_present() {
+        return;
+    }
+    let t = tempdir();
+    let dir = t.path();
+    init(dir);
+    commit_file(dir, "README.md", "hello\n", "root");
+    let first = github_token(511);
+    let broken = commit_file(dir, "a.env", &format!("T={first}\n"), "broken commit");
+    let last = github_token(512);
+    let tip = commit_file(dir, "b.env", &format!("T={last}\n"), "tip");
+    // Garbage where the zlib stream should be.
+    std::fs::write(loose(dir, &broken), b"this is not zlib at all\n").unwrap();
+
+    let run = scan_git(dir, &["-f", "json"]);
+    assert_eq!(run.code, Some(2), "partial: {}", run.stderr);
+    assert!(
+        run.stderr.contains("scanned partially: 1 object"),
+        "{}",
+        run.stderr
+    );
+    let s = skipped(&run);
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(s[0]["path"], broken.as_str(), "named by its id");
+    assert_eq!(s[0]["reason"], "unreadable");
+    assert!(
+        s[0]["message"].as_str().unwrap().contains("commit"),
+        "{s:?}"
+    );
+    // The tip is read against nothing (its parent is unreadable): its whole
+    // tree, so both tokens are found, attributed to the tip.
+    assert_eq!(
+        paths_and_secrets(&run),
+        vec![("a.env".to_owned(), first), ("b.env".to_owned(), last)]
+    );
+    assert!(run.findings().iter().all(|f| f["commit"] == tip.as_str()));
+}
+
+#[test]
+fn a_shallow_clone_scans_without_error_and_says_it_is_shallow() {
+    if !git_present() {
+        return;
+    }
+    let t = tempdir();
+    let origin = t.path().join("origin");
+    std::fs::create_dir(&origin).unwrap();
+    init(&origin);
+    commit_file(
+        &origin,
+        "old.env",
+        &format!("T={}\n", github_token(521)),
+        "old",
+    );
+    let token = github_token(522);
+    commit_file(&origin, "new.env", &format!("T={token}\n"), "new");
+    let url = format!("file://{}", origin.display());
+    git(t.path(), &["clone", "-q", "--depth", "1", &url, "shallow"]);
+    let shallow = t.path().join("shallow");
+    let run = scan_git(&shallow, &["-f", "json"]);
+    assert_eq!(run.code, Some(1), "findings, no error: {}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("shallow clone: the history ends at 1 boundary commit"),
+        "{}",
+        run.stderr
+    );
+    assert!(skipped(&run).is_empty(), "{}", run.stdout_text());
+    assert_eq!(run.summary()["history"]["commits"], 1, "the boundary only");
+    // `scan DIR` on it: the same note, files and history scanned.
+    let dir_run = common::scan_in(&shallow, ["-f", "json", "."]);
+    assert_eq!(dir_run.code, Some(1), "{}", dir_run.stderr);
+    assert!(
+        dir_run.stderr.contains("shallow clone"),
+        "{}",
+        dir_run.stderr
+    );
+    assert_eq!(dir_run.summary()["history"]["scanned"], true);
+}
