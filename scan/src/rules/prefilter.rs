@@ -612,7 +612,7 @@ mod tests {
                 "{c}"
             );
         }
-        assert!(NOT_LETTER & NOT_WORD & (1 << START) != 0);
+        const { assert!(NOT_LETTER & NOT_WORD & (1 << START) != 0) };
     }
 
     #[test]
