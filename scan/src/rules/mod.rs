@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use regex::bytes::{CaptureLocations, Regex, RegexBuilder};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
+use regex_syntax::hir::{Class, Hir, HirKind, Look};
 
 pub use prefilter::PrefilterKind;
 pub use spec::{AllowlistSpec, Condition, Precision, RegexTarget, RuleError, RuleSpec};
@@ -117,11 +118,30 @@ struct Rule {
     /// Shared: a config's global allowlist is compiled once for all rules.
     allowlists: Vec<Arc<Allowlist>>,
     anchored: bool,
+    /// Every match is one byte of a class with no ASCII letter (or the
+    /// buffer's start) and then a keyword: the rule runs anchored one byte
+    /// before each hit, and only hits not preceded by a letter can match
+    /// (the service-name rules, `(?:^|[^A-Za-z])name…`). See [`lead_form`].
+    lead: Option<Lead>,
+    /// Every match starts with a `\b` assertion (an anchored rule): a hit
+    /// of a keyword that starts with a word character can match only after
+    /// a byte that is not one.
+    word_boundary: bool,
     span: usize,
     /// [`KEYWORD_NEAR`] for a rule with `keywords_nearby`, else 0.
     near: usize,
     min_kw: usize,
     max_kw: usize,
+}
+
+/// The two anchored forms of a rule whose matches open with one non-letter
+/// byte or the haystack's start, then a keyword ([`lead_form`]).
+#[derive(Debug, Clone)]
+struct Lead {
+    /// `^` + the leading class + the rest: run on `buf[hit - 1..]`.
+    at_hit: String,
+    /// `^` + the rest: run on `buf[0..]` for a hit at the buffer's start.
+    at_start: String,
 }
 
 /// A rule's built regexes.
@@ -155,12 +175,30 @@ pub struct RuleSet {
     owners: Vec<Vec<Owner>>,
     /// Rules with a path and no regex.
     path_only: Vec<u32>,
+    /// Rules with a path regex (path-only or not).
+    path_rules: Vec<u32>,
     context_len: usize,
     max_span: usize,
-    forced: Option<PrefilterKind>,
+    tuning: Tuning,
     /// Regexes are built on first use (the built-in set).
     lazy: bool,
 }
+
+/// Engine settings that change no result: benchmarks and tests compare
+/// them.
+#[derive(Debug, Clone, Copy)]
+struct Tuning {
+    /// The keyword engine, when forced.
+    prefilter: Option<PrefilterKind>,
+    /// Keyword hits are gated by the byte before them, and lead rules run
+    /// anchored (`Rule::lead`, `Rule::word_boundary`).
+    context: bool,
+}
+
+const TUNED: Tuning = Tuning {
+    prefilter: None,
+    context: true,
+};
 
 /// Per-worker scratch space, reused across calls to [`RuleSet::scan`].
 #[derive(Debug, Default)]
@@ -299,7 +337,7 @@ const REGEX_SIZE_LIMIT: usize = 32 << 20;
 /// possible) for the literal and length analysis, without building a
 /// regex. The same function serves eager and lazy rule sets, so both
 /// derive the same keywords and spans from a pattern.
-fn parse(pattern: &str) -> Result<regex_syntax::hir::Hir, String> {
+fn parse(pattern: &str) -> Result<Hir, String> {
     let mut last = String::new();
     for unicode in [false, true] {
         match regex_syntax::ParserBuilder::new()
@@ -321,7 +359,7 @@ fn compile_list(id: &str, what: &str, pats: &[String]) -> Result<Vec<Regex>, Rul
         .collect()
 }
 
-fn prefix_literals(hir: &regex_syntax::hir::Hir) -> Option<Vec<Vec<u8>>> {
+fn prefix_literals(hir: &Hir) -> Option<Vec<Vec<u8>>> {
     let mut ex = Extractor::new();
     ex.kind(ExtractKind::Prefix).limit_total(64);
     let seq = ex.extract(hir);
@@ -336,6 +374,110 @@ fn prefix_literals(hir: &regex_syntax::hir::Hir) -> Option<Vec<Vec<u8>>> {
     out.sort();
     out.dedup();
     Some(out)
+}
+
+fn is_word_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// True when every match of `hir` starts with a word-boundary assertion
+/// (`\b`, ASCII or Unicode), possibly inside a group.
+fn opens_with_word_boundary(hir: &Hir) -> bool {
+    match hir.kind() {
+        HirKind::Look(l) => matches!(l, Look::WordAscii | Look::WordUnicode),
+        HirKind::Concat(parts) => parts.first().is_some_and(opens_with_word_boundary),
+        HirKind::Capture(c) => opens_with_word_boundary(&c.sub),
+        HirKind::Alternation(alts) => alts.iter().all(opens_with_word_boundary),
+        _ => false,
+    }
+}
+
+/// The anchored forms of a rule whose regex is `(?:^|C)K…`, where `C` is a
+/// class with no ASCII letter and `K` spells one of its keywords (ASCII
+/// case-insensitively): every match is one byte of `C` (or the haystack's
+/// start) and then a keyword. Such a rule runs anchored at the byte before
+/// each hit, like an anchored rule, instead of searching a window around
+/// it; and a hit preceded by a letter cannot match.
+fn lead_form(hir: &Hir, kws: &[Vec<u8>]) -> Option<Lead> {
+    let HirKind::Concat(parts) = hir.kind() else {
+        return None;
+    };
+    let (first, rest) = parts.split_first()?;
+    let HirKind::Alternation(alts) = first.kind() else {
+        return None;
+    };
+    let class = match (alts.first()?.kind(), alts.get(1)?.kind()) {
+        (HirKind::Look(Look::Start), HirKind::Class(c))
+        | (HirKind::Class(c), HirKind::Look(Look::Start))
+            if alts.len() == 2 =>
+        {
+            c
+        }
+        _ => return None,
+    };
+    let letter_free = match class {
+        Class::Bytes(b) => b
+            .ranges()
+            .iter()
+            .all(|r| (r.start()..=r.end()).all(|c| !c.is_ascii_alphabetic())),
+        Class::Unicode(u) => u
+            .ranges()
+            .iter()
+            .all(|r| !(r.start()..=r.end()).any(|c| c.is_ascii_alphabetic())),
+    };
+    if !letter_free || !kws.iter().any(|k| spells_ci(rest, k)) {
+        return None;
+    }
+    let rest = Hir::concat(rest.to_vec());
+    let start = Hir::look(Look::Start);
+    Some(Lead {
+        at_hit: Hir::concat(vec![start.clone(), Hir::class(class.clone()), rest.clone()])
+            .to_string(),
+        at_start: Hir::concat(vec![start, rest]).to_string(),
+    })
+}
+
+/// True when the sequence `parts` begins with literals and classes that
+/// match exactly `kw` (lowercase), ASCII case-insensitively.
+fn spells_ci(parts: &[Hir], kw: &[u8]) -> bool {
+    // Each class may hold only the case variants of its keyword byte.
+    fn only(lo: u32, hi: u32, k: u8) -> bool {
+        hi - lo < 2 && (lo..=hi).all(|c| u8::try_from(c).is_ok_and(|c| c.to_ascii_lowercase() == k))
+    }
+    let mut i = 0;
+    for h in parts {
+        if i == kw.len() {
+            break;
+        }
+        let (ok, n) = match h.kind() {
+            HirKind::Literal(lit) => {
+                let n = lit.0.len().min(kw.len() - i);
+                let same = lit.0[..n]
+                    .iter()
+                    .zip(&kw[i..])
+                    .all(|(a, b)| a.to_ascii_lowercase() == *b);
+                (same, n)
+            }
+            HirKind::Class(Class::Bytes(b)) => (
+                b.ranges()
+                    .iter()
+                    .all(|r| only(u32::from(r.start()), u32::from(r.end()), kw[i])),
+                1,
+            ),
+            HirKind::Class(Class::Unicode(u)) => (
+                u.ranges()
+                    .iter()
+                    .all(|r| only(u32::from(r.start()), u32::from(r.end()), kw[i])),
+                1,
+            ),
+            _ => (false, 0),
+        };
+        if !ok || n == 0 {
+            return false;
+        }
+        i += n;
+    }
+    i == kw.len()
 }
 
 impl Rule {
@@ -427,6 +569,12 @@ impl Rule {
                 lits.iter()
                     .all(|l| lower_kws.iter().any(|k| l.starts_with(k)))
             });
+        let lead = if near == 0 && !anchored {
+            lead_form(&hir, &lower_kws)
+        } else {
+            None
+        };
+        let word_boundary = anchored && opens_with_word_boundary(&hir);
         let path = spec
             .path
             .as_deref()
@@ -472,6 +620,8 @@ impl Rule {
             path,
             allowlists,
             anchored,
+            lead,
+            word_boundary,
             span,
             near,
             min_kw,
@@ -521,6 +671,8 @@ impl Rule {
             path: Some(path),
             allowlists,
             anchored: false,
+            lead: None,
+            word_boundary: false,
             span: 0,
             near: 0,
             min_kw: 0,
@@ -539,7 +691,7 @@ impl Rule {
     /// tested build.
     fn compiled(&self) -> &Compiled {
         self.compiled.get_or_init(|| {
-            Compiled::build(&self.pattern, self.anchored)
+            Compiled::build(&self.pattern, self.anchored, self.lead.as_ref())
                 .expect("only built-in rules are built lazily, and every one builds")
         })
     }
@@ -553,7 +705,7 @@ impl Rule {
         // A regex that parses but is over the size limit stays an error: the
         // user asked for that rule and must learn before the scan that it
         // cannot run (e2e_cli's `rules_file_regex_that_only_fails_to_build_…`).
-        let built = Compiled::build(&self.pattern, self.anchored)
+        let built = Compiled::build(&self.pattern, self.anchored, self.lead.as_ref())
             .map_err(|e| rule_err(&self.info.id, format!("bad regex: {e}")))?;
         for re in std::iter::once(&built.regex).chain(built.at_hit.as_ref()) {
             if re.captures_len() != self.groups {
@@ -572,10 +724,26 @@ impl Rule {
         Ok(())
     }
 
+    /// Forgets the lead form and the word boundary (see
+    /// [`RuleSet::without_keyword_context`]); rebuilds built regexes.
+    fn drop_context(&mut self) -> Result<(), RuleError> {
+        if self.lead.is_none() && !self.word_boundary {
+            return Ok(());
+        }
+        let built = self.compiled.get().is_some();
+        self.lead = None;
+        self.word_boundary = false;
+        self.compiled = std::sync::OnceLock::new();
+        if built {
+            self.build_now()?;
+        }
+        Ok(())
+    }
+
     /// Bytes before and after a secret start that scanning for this rule
     /// may read (see README.md, "Reach").
     fn reach(&self) -> usize {
-        let window = if self.anchored {
+        let window = if self.anchored || self.lead.is_some() {
             self.span
         } else if self.near > 0 {
             // The hit lies within near + span of the secret start; the
@@ -585,6 +753,18 @@ impl Rule {
             2 * self.span - self.min_kw
         };
         window.max(self.span + LINE_CLIP) + LOOK_SLACK
+    }
+
+    /// The byte classes (see `prefilter`) that may precede a hit of keyword
+    /// `kw` (lowercased) for this rule to match there.
+    fn after_mask(&self, kw: &[u8]) -> u32 {
+        if self.lead.is_some() {
+            prefilter::NOT_LETTER
+        } else if self.word_boundary && kw.first().is_some_and(|&c| is_word_byte(c)) {
+            prefilter::NOT_WORD
+        } else {
+            prefilter::ANY
+        }
     }
 
     /// Specificity: larger is more specific.
@@ -600,9 +780,15 @@ impl Rule {
 
 impl Compiled {
     /// An anchored rule only ever runs anchored at a keyword hit, so its
-    /// plain regex is never built: two regexes, not three.
-    fn build(pattern: &str, anchored: bool) -> Result<Compiled, String> {
-        if anchored {
+    /// plain regex is never built: two regexes, not three. A rule with a
+    /// [`Lead`] runs its two anchored forms.
+    fn build(pattern: &str, anchored: bool, lead: Option<&Lead>) -> Result<Compiled, String> {
+        if let Some(l) = lead {
+            Ok(Compiled {
+                regex: compile(&l.at_start)?,
+                at_hit: Some(compile(&l.at_hit)?),
+            })
+        } else if anchored {
             Ok(Compiled {
                 regex: compile(&format!("^(?:{pattern})"))?,
                 at_hit: Some(compile(&format!("^(?s-u:.)(?:{pattern})"))?),
@@ -659,14 +845,14 @@ impl RuleSet {
     /// use ([`RuleSet::from_specs`] builds every regex up front; the tests
     /// check every built-in that way).
     pub fn builtin() -> RuleSet {
-        RuleSet::build(builtin::specs(), None, true).expect("built-in rules compile")
+        RuleSet::build(builtin::specs(), TUNED, true).expect("built-in rules compile")
     }
 
     /// Compiles `specs` as a scan does with a config file: a rule that uses
     /// something the engine cannot run ([`RuleError::Unsupported`]) is left
     /// out and named in the returned warnings; any other error fails.
     pub fn from_specs_lenient(specs: Vec<RuleSpec>) -> Result<(RuleSet, Vec<String>), RuleError> {
-        RuleSet::build_with(specs, None, false, true)
+        RuleSet::build_with(specs, TUNED, false, true)
     }
 
     /// The built-in rules as specs (to extend or edit before compiling).
@@ -676,24 +862,20 @@ impl RuleSet {
 
     /// Compiles `specs`. Ids must be unique.
     pub fn from_specs(specs: Vec<RuleSpec>) -> Result<RuleSet, RuleError> {
-        RuleSet::build(specs, None, false)
+        RuleSet::build(specs, TUNED, false)
     }
 
     /// `lazy`: check every spec now but build its regexes on first use
     /// (only for specs known to compile: the built-ins).
-    fn build(
-        specs: Vec<RuleSpec>,
-        forced: Option<PrefilterKind>,
-        lazy: bool,
-    ) -> Result<RuleSet, RuleError> {
-        RuleSet::build_with(specs, forced, lazy, false).map(|(rs, _)| rs)
+    fn build(specs: Vec<RuleSpec>, tuning: Tuning, lazy: bool) -> Result<RuleSet, RuleError> {
+        RuleSet::build_with(specs, tuning, lazy, false).map(|(rs, _)| rs)
     }
 
     /// [`build`](Self::build); `lenient` leaves out unsupported rules with
     /// a warning each instead of failing.
     fn build_with(
         specs: Vec<RuleSpec>,
-        forced: Option<PrefilterKind>,
+        tuning: Tuning,
         lazy: bool,
         lenient: bool,
     ) -> Result<(RuleSet, Vec<String>), RuleError> {
@@ -713,7 +895,10 @@ impl RuleSet {
         let mut kept = Vec::with_capacity(specs.len());
         for (spec, r) in specs.into_iter().zip(results) {
             match r {
-                Ok(rule) => {
+                Ok(mut rule) => {
+                    if !tuning.context {
+                        rule.drop_context()?;
+                    }
                     rules.push(rule);
                     kept.push(spec);
                 }
@@ -728,6 +913,9 @@ impl RuleSet {
             return Err(RuleError::Empty);
         }
         let mut patterns: Vec<Vec<u8>> = Vec::new();
+        // The byte classes that may precede a hit: the union over the
+        // pattern's owners (a class one owner rules out may suit another).
+        let mut after: Vec<u32> = Vec::new();
         let mut index = std::collections::HashMap::new();
         let mut owners: Vec<Vec<Owner>> = Vec::new();
         for (r, (rule, spec)) in rules.iter().zip(&specs).enumerate() {
@@ -735,10 +923,12 @@ impl RuleSet {
             for kw in &rule.info.keywords {
                 let lower = kw.as_bytes().to_ascii_lowercase();
                 let id = *index.entry(lower.clone()).or_insert_with(|| {
-                    patterns.push(lower);
+                    patterns.push(lower.clone());
+                    after.push(0);
                     owners.push(Vec::new());
                     patterns.len() - 1
                 });
+                after[id] |= rule.after_mask(&lower);
                 let owner = Owner {
                     rule: r as u32,
                     exact: cs.then(|| kw.as_bytes().to_vec()),
@@ -755,7 +945,7 @@ impl RuleSet {
                 }
             }
         }
-        let pf = prefilter::Prefilter::new(patterns, forced);
+        let pf = prefilter::Prefilter::new(patterns, after, tuning.prefilter);
         // How far a keyword hit may lie from a candidate's secret start.
         let max_span = rules
             .iter()
@@ -772,6 +962,9 @@ impl RuleSet {
         let path_only = (0..rules.len() as u32)
             .filter(|&r| rules[r as usize].info.path_only)
             .collect();
+        let path_rules = (0..rules.len() as u32)
+            .filter(|&r| rules[r as usize].path.is_some())
+            .collect();
         Ok((
             RuleSet {
                 rules,
@@ -779,9 +972,10 @@ impl RuleSet {
                 pf,
                 owners,
                 path_only,
+                path_rules,
                 context_len,
                 max_span,
-                forced,
+                tuning,
                 lazy,
             },
             warnings,
@@ -824,14 +1018,47 @@ impl RuleSet {
             .filter(|s| !ids.contains(&s.id))
             .cloned()
             .collect();
-        *self = RuleSet::build(specs, self.forced, self.lazy)?;
+        *self = RuleSet::build(specs, self.tuning, self.lazy)?;
         Ok(())
     }
 
     /// Rebuilds the keyword prefilter with the given engine (benchmarks).
     #[doc(hidden)]
     pub fn with_prefilter(self, kind: PrefilterKind) -> RuleSet {
-        RuleSet::build(self.specs, Some(kind), self.lazy).expect("rules compiled before")
+        let tuning = Tuning {
+            prefilter: Some(kind),
+            ..self.tuning
+        };
+        RuleSet::build(self.specs, tuning, self.lazy).expect("rules compiled before")
+    }
+
+    /// Rebuilds the set without keyword context: every keyword hit is
+    /// confirmed whatever byte precedes it, and rules with a [`Lead`]
+    /// search a window around the hit like other unanchored rules. Its
+    /// findings must be the same (tests compare the two).
+    #[doc(hidden)]
+    pub fn without_keyword_context(self) -> RuleSet {
+        let tuning = Tuning {
+            context: false,
+            ..self.tuning
+        };
+        RuleSet::build(self.specs, tuning, self.lazy).expect("rules compiled before")
+    }
+
+    /// How hits of `keyword` (lowercased) are gated by the byte before
+    /// them: `any`, `not-letter` or `not-word`; `None` if it is no keyword.
+    #[doc(hidden)]
+    pub fn keyword_context(&self, keyword: &str) -> Option<&'static str> {
+        let id = self
+            .pf
+            .patterns
+            .iter()
+            .position(|p| p == keyword.as_bytes())?;
+        Some(match self.pf.after(id) {
+            prefilter::NOT_LETTER => "not-letter",
+            prefilter::NOT_WORD => "not-word",
+            _ => "any",
+        })
     }
 
     /// Builds every regex not built yet (a lazy set builds them on first
@@ -943,11 +1170,12 @@ impl RuleSet {
         let rs = owned.start.saturating_sub(reach);
         let re = (owned.end + reach).min(buf.len());
         scratch.hits.clear();
+        let prev = rs.checked_sub(1).map(|p| buf[p]);
         if self.pf.needs_folding() {
             prefilter::fold_into(&buf[rs..re], &mut scratch.folded);
-            self.pf.find_all(&scratch.folded, &mut scratch.hits);
+            self.pf.find_all(&scratch.folded, prev, &mut scratch.hits);
         } else {
-            self.pf.find_all(&buf[rs..re], &mut scratch.hits);
+            self.pf.find_all(&buf[rs..re], prev, &mut scratch.hits);
         }
         scratch.cands.clear();
         if scratch.locs.len() != self.rules.len() {
@@ -1009,18 +1237,21 @@ impl RuleSet {
     }
 
     fn refresh_path(&self, scratch: &mut Scratch) {
-        if !scratch.path_dirty && scratch.path_off.len() == self.rules.len() {
+        if scratch.path_off.len() != self.rules.len() {
+            // Rules without a path regex stay on for good.
+            scratch.path_off = vec![false; self.rules.len()];
+            scratch.path_dirty = true;
+        }
+        if !scratch.path_dirty {
             return;
         }
-        scratch.path_off = self
-            .rules
-            .iter()
-            .map(|r| match (&r.path, &scratch.path) {
+        for &r in &self.path_rules {
+            scratch.path_off[r as usize] = match (&self.rules[r as usize].path, &scratch.path) {
                 (None, _) => false,
                 (Some(re), Some(p)) => !re.is_match(p.as_bytes()),
                 (Some(_), None) => true,
-            })
-            .collect();
+            };
+        }
         scratch.path_dirty = false;
     }
 
@@ -1047,7 +1278,13 @@ impl RuleSet {
         }
         let compiled = rule.compiled();
         if let Some(after) = &compiled.at_hit {
-            let we = (hs + rule.span + LOOK_SLACK).min(buf.len());
+            // A lead rule's match starts at the byte before the hit.
+            let ms = if rule.lead.is_some() && hs > 0 {
+                hs - 1
+            } else {
+                hs
+            };
+            let we = (ms + rule.span + LOOK_SLACK).min(buf.len());
             let (re, base, locs) = if hs > 0 {
                 let locs =
                     scratch.locs_at[r as usize].get_or_insert_with(|| after.capture_locations());
@@ -1059,11 +1296,11 @@ impl RuleSet {
             };
             if let Some(m) = re.captures_read_at(locs, &buf[base..we], 0) {
                 let me = base + m.end();
-                if me >= he && me - hs <= rule.span {
-                    if let Some((ss, se)) = rule.secret_span(locs, base, hs, me) {
+                if me >= he && me - ms <= rule.span {
+                    if let Some((ss, se)) = rule.secret_span(locs, base, ms, me) {
                         scratch.cands.push(Cand {
                             rule: r,
-                            start: hs,
+                            start: ms,
                             end: me,
                             ss,
                             se,

@@ -46,6 +46,11 @@ enum Engine {
 pub(crate) struct Prefilter {
     /// Lowercased keyword bytes, deduplicated.
     pub patterns: Vec<Vec<u8>>,
+    /// For each pattern, the classes ([`byte_class`]) of the byte before an
+    /// occurrence that let it be reported (bit `c` = class `c`; [`ANY`] for
+    /// most). A hit at the buffer's start counts as preceded by class
+    /// [`START`].
+    after: Vec<u32>,
     /// For each pattern, the patterns (same engine group) that are proper
     /// prefixes of it.
     prefixes: Vec<Vec<u32>>,
@@ -53,10 +58,14 @@ pub(crate) struct Prefilter {
 }
 
 impl Prefilter {
-    pub fn new(patterns: Vec<Vec<u8>>, force: Option<PrefilterKind>) -> Prefilter {
+    /// `after[i]`: the byte classes that may precede an occurrence of
+    /// `patterns[i]` (see [`Prefilter::after`]).
+    pub fn new(patterns: Vec<Vec<u8>>, after: Vec<u32>, force: Option<PrefilterKind>) -> Prefilter {
+        assert_eq!(patterns.len(), after.len(), "one class mask per pattern");
         if patterns.is_empty() {
             return Prefilter {
                 patterns,
+                after,
                 prefixes: Vec::new(),
                 engine: Engine::Empty,
             };
@@ -69,9 +78,10 @@ impl Prefilter {
             ids.chunks(TEDDY_GROUP).map(<[u32]>::to_vec).collect()
         };
         if force.is_none() || force == Some(PrefilterKind::ShiftOr) {
-            let engine = Engine::ShiftOr(ShiftOr::new(&patterns));
+            let engine = Engine::ShiftOr(ShiftOr::new(&patterns, &after));
             return Prefilter {
                 patterns,
+                after,
                 prefixes: Vec::new(),
                 engine,
             };
@@ -96,6 +106,7 @@ impl Prefilter {
                 let prefixes = prefix_closure(&patterns, &groups);
                 return Prefilter {
                     patterns,
+                    after,
                     prefixes,
                     engine: Engine::Teddy(searchers),
                 };
@@ -110,9 +121,15 @@ impl Prefilter {
         let prefixes = prefix_closure(&patterns, &all);
         Prefilter {
             patterns,
+            after,
             prefixes,
             engine: Engine::Dfa(ac),
         }
+    }
+
+    /// The classes that may precede a reported occurrence of pattern `id`.
+    pub fn after(&self, id: usize) -> u32 {
+        self.after[id]
     }
 
     pub fn kind(&self) -> PrefilterKind {
@@ -130,17 +147,20 @@ impl Prefilter {
     }
 
     /// Appends `(pattern, position)` for every keyword occurrence in `hay`
-    /// (lowercased first when [`needs_folding`](Self::needs_folding)).
-    pub fn find_all(&self, hay: &[u8], hits: &mut Vec<(u32, usize)>) {
+    /// (lowercased first when [`needs_folding`](Self::needs_folding)) whose
+    /// preceding byte is of a class the pattern allows. `prev` is the byte
+    /// before `hay` in the scanned buffer, `None` at the buffer's start.
+    pub fn find_all(&self, hay: &[u8], prev: Option<u8>, hits: &mut Vec<(u32, usize)>) {
+        let prev = prev.map_or(START, |c| CLASSES[c as usize]);
         match &self.engine {
             Engine::Empty => {}
-            Engine::ShiftOr(so) => so.find_all(&self.patterns, hay, hits),
+            Engine::ShiftOr(so) => so.find_all(&self.patterns, &self.after, hay, prev, hits),
             Engine::Teddy(searchers) => {
                 for (s, ids) in searchers {
                     let mut at = 0;
                     while let Some(m) = s.find_in(hay, aho_corasick::Span::from(at..hay.len())) {
                         let id = ids[m.pattern().as_usize()];
-                        self.push(id, m.start(), hits);
+                        self.push(id, hay, prev, m.start(), hits);
                         at = m.start() + 1;
                     }
                 }
@@ -148,17 +168,19 @@ impl Prefilter {
             Engine::Dfa(ac) => {
                 let mut at = 0;
                 while let Some(m) = ac.find(Input::new(hay).range(at..)) {
-                    self.push(m.pattern().as_u32(), m.start(), hits);
+                    self.push(m.pattern().as_u32(), hay, prev, m.start(), hits);
                     at = m.start() + 1;
                 }
             }
         }
     }
 
-    fn push(&self, id: u32, pos: usize, hits: &mut Vec<(u32, usize)>) {
-        hits.push((id, pos));
-        for &p in &self.prefixes[id as usize] {
-            hits.push((p, pos));
+    fn push(&self, id: u32, hay: &[u8], prev: u8, pos: usize, hits: &mut Vec<(u32, usize)>) {
+        let before = class_before(hay, prev, pos);
+        for p in std::iter::once(id).chain(self.prefixes[id as usize].iter().copied()) {
+            if self.after[p as usize] & (1 << before) != 0 {
+                hits.push((p, pos));
+            }
         }
     }
 }
@@ -200,6 +222,27 @@ const fn byte_class(c: u8) -> u8 {
     }
 }
 
+/// Every class may precede the keyword: the default.
+pub(crate) const ANY: u32 = !0;
+/// Classes of the bytes that are not ASCII letters (digits, `_`, `-`, `.`,
+/// `:` and `/`, and everything else, non-ASCII bytes included).
+pub(crate) const NOT_LETTER: u32 = !((1 << 26) - 1);
+/// Classes of the bytes that are not ASCII word characters
+/// (`[A-Za-z0-9_]`).
+pub(crate) const NOT_WORD: u32 = !((1 << 28) - 1);
+/// The class a hit at the start of the buffer counts as preceded by: the
+/// "everything else" class, which [`NOT_LETTER`] and [`NOT_WORD`] allow
+/// (a regex's `^` and `\b` see no letter there either).
+const START: u8 = 31;
+
+/// Class of the byte before `hay[pos]` (`prev` at 0).
+fn class_before(hay: &[u8], prev: u8, pos: usize) -> u8 {
+    match pos.checked_sub(1) {
+        Some(p) => CLASSES[hay[p] as usize],
+        None => prev,
+    }
+}
+
 const CLASSES: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut c = 0;
@@ -234,19 +277,27 @@ struct ShiftOr {
 }
 
 impl ShiftOr {
-    fn new(patterns: &[Vec<u8>]) -> ShiftOr {
-        // Similar keywords share a bucket (sorted by length, then bytes), so
-        // each lane of a bucket accepts few distinct pairs.
+    fn new(patterns: &[Vec<u8>], after: &[u32]) -> ShiftOr {
+        // Keywords with the same context set and similar lengths share a
+        // bucket (sorted by context set, then length, then bytes), and
+        // `bucket_bounds` cuts the sorted list where the filter passes the
+        // fewest non-matches: short keywords fill only the lanes they
+        // have, so a bucket holding them must hold few.
         let mut ids: Vec<u32> = (0..patterns.len() as u32).collect();
         ids.sort_by(|&a, &b| {
             let (pa, pb) = (&patterns[a as usize], &patterns[b as usize]);
-            (pa.len().min(LANES), pa).cmp(&(pb.len().min(LANES), pb))
+            let (ka, kb) = (after[a as usize], after[b as usize]);
+            (ka, pa.len().min(LANES), pa).cmp(&(kb, pb.len().min(LANES), pb))
         });
-        let per = ids.len().div_ceil(BUCKETS).max(1);
+        let sorted: Vec<(usize, u32)> = ids
+            .iter()
+            .map(|&id| (patterns[id as usize].len(), after[id as usize]))
+            .collect();
+        let bounds = bucket_bounds(&sorted);
         let mut table = vec![!0u64; DOMAIN];
         let mut index = vec![Vec::new(); BUCKETS * 256];
         for (i, &id) in ids.iter().enumerate() {
-            let b = i / per;
+            let b = bounds.partition_point(|&end| end <= i);
             let p = &patterns[id as usize];
             index[b * 256 + p[0] as usize].push(id);
             for j in 0..LANES {
@@ -254,9 +305,12 @@ impl ShiftOr {
                 match (j, p.get(j)) {
                     (_, None) => table.iter_mut().for_each(|t| *t &= bit),
                     (0, Some(&c)) => {
+                        // Lane 0 sees the pair (byte before, first byte).
                         let cur = CLASSES[c as usize] as usize;
                         for prev in 0..1 << CLASS_BITS {
-                            table[(prev << CLASS_BITS) | cur] &= bit;
+                            if after[id as usize] & (1 << prev) != 0 {
+                                table[(prev << CLASS_BITS) | cur] &= bit;
+                            }
                         }
                     }
                     (_, Some(&c)) => {
@@ -285,23 +339,16 @@ impl ShiftOr {
     /// Eight steps over `block` (at `base` in `hay`) with one branch; on a
     /// possible candidate, replays the block checking each step.
     #[inline(always)]
-    fn block(
-        &self,
-        patterns: &[Vec<u8>],
-        hay: &[u8],
-        base: usize,
-        st: &mut Stream,
-        hits: &mut Vec<(u32, usize)>,
-    ) {
+    fn block(&self, hay: &Hay, base: usize, st: &mut Stream, hits: &mut Vec<(u32, usize)>) {
         let table = &self.table[..DOMAIN];
         let start = *st;
         let mut all = !0u64;
-        for &c in &hay[base..base + BLOCK] {
+        for &c in &hay.bytes[base..base + BLOCK] {
             Self::step(table, st, c);
             all &= st.d;
         }
         if all & TOP != TOP {
-            self.replay(patterns, hay, base, base + BLOCK, start, hits);
+            self.replay(hay, base, base + BLOCK, start, hits);
         }
     }
 
@@ -309,26 +356,42 @@ impl ShiftOr {
     #[cold]
     fn replay(
         &self,
-        patterns: &[Vec<u8>],
-        hay: &[u8],
+        hay: &Hay,
         from: usize,
         to: usize,
         mut st: Stream,
         hits: &mut Vec<(u32, usize)>,
     ) -> Stream {
         let table = &self.table[..DOMAIN];
-        for (t, &c) in hay.iter().enumerate().take(to).skip(from) {
+        for (t, &c) in hay.bytes.iter().enumerate().take(to).skip(from) {
             Self::step(table, &mut st, c);
             if st.d & TOP != TOP && t + 1 >= LANES {
-                self.verify(patterns, hay, t + 1 - LANES, st.d, hits);
+                self.verify(hay, t + 1 - LANES, st.d, hits);
             }
         }
         st
     }
 
-    fn find_all(&self, patterns: &[Vec<u8>], hay: &[u8], hits: &mut Vec<(u32, usize)>) {
-        let n = hay.len();
-        let fresh = Stream { d: !0, pair: 0 };
+    fn find_all(
+        &self,
+        patterns: &[Vec<u8>],
+        after: &[u32],
+        bytes: &[u8],
+        prev: u8,
+        hits: &mut Vec<(u32, usize)>,
+    ) {
+        let hay = Hay {
+            patterns,
+            after,
+            bytes,
+            prev,
+        };
+        let n = bytes.len();
+        // The stream starting at 0 starts after the byte before `hay`.
+        let fresh = Stream {
+            d: !0,
+            pair: u32::from(prev),
+        };
         // Two independent streams, A over the first half and B over the
         // second, stepped in the same loop so their dependency chains
         // overlap. A then finishes the keywords that start in its half but
@@ -337,62 +400,122 @@ impl ShiftOr {
         let mut a = fresh;
         let mut b = Stream {
             d: !0,
-            pair: hay
+            pair: bytes
                 .get(half.wrapping_sub(1))
                 .map_or(0, |&c| u32::from(CLASSES[c as usize])),
         };
         let (mut pa, mut pb) = (0, half);
         if half >= BLOCK {
             while pa < half {
-                self.block(patterns, hay, pa, &mut a, hits);
-                self.block(patterns, hay, pb, &mut b, hits);
+                self.block(&hay, pa, &mut a, hits);
+                self.block(&hay, pb, &mut b, hits);
                 pa += BLOCK;
                 pb += BLOCK;
             }
-            self.replay(patterns, hay, half, (half + LANES - 1).min(n), a, hits);
+            self.replay(&hay, half, (half + LANES - 1).min(n), a, hits);
         } else {
             b = fresh;
             pb = 0;
         }
         while pb + BLOCK <= n {
-            self.block(patterns, hay, pb, &mut b, hits);
+            self.block(&hay, pb, &mut b, hits);
             pb += BLOCK;
         }
-        b = self.replay(patterns, hay, pb, n, b, hits);
+        b = self.replay(&hay, pb, n, b, hits);
         // Flush: shift in "anything" so keywords shorter than LANES that end
         // near the end of `hay` reach the top lane.
         for t in n..n + LANES - 1 {
             b.d = (b.d << 8) | self.flush;
             if b.d & TOP != TOP && t + 1 >= LANES {
-                self.verify(patterns, hay, t + 1 - LANES, b.d, hits);
+                self.verify(&hay, t + 1 - LANES, b.d, hits);
             }
         }
     }
 
     #[cold]
-    fn verify(
-        &self,
-        patterns: &[Vec<u8>],
-        hay: &[u8],
-        start: usize,
-        d: u64,
-        hits: &mut Vec<(u32, usize)>,
-    ) {
+    fn verify(&self, hay: &Hay, start: usize, d: u64, hits: &mut Vec<(u32, usize)>) {
+        let bytes = hay.bytes;
         let mut buckets = !(d >> (8 * (LANES - 1))) & 0xff;
-        let first = hay[start].to_ascii_lowercase() as usize;
+        let first = bytes[start].to_ascii_lowercase() as usize;
+        let before = 1u32 << class_before(bytes, hay.prev, start);
         while buckets != 0 {
             let b = buckets.trailing_zeros() as usize;
             buckets &= buckets - 1;
             for &id in &self.index[b * 256 + first] {
-                let p = &patterns[id as usize];
-                if hay.len() - start >= p.len()
-                    && hay[start..start + p.len()].eq_ignore_ascii_case(p)
+                let p = &hay.patterns[id as usize];
+                if bytes.len() - start >= p.len()
+                    && hay.after[id as usize] & before != 0
+                    && bytes[start..start + p.len()].eq_ignore_ascii_case(p)
                 {
                     hits.push((id, start));
                 }
             }
         }
     }
+}
+
+/// Share of text positions whose class pair one keyword accepts in a lane
+/// past the first (about a common bigram's), for [`bucket_cost`].
+const PAIR_RATE: f64 = 1.0 / 200.0;
+
+/// Estimated share of positions where a bucket of `k` keywords, the
+/// shortest `len` bytes long, with context set `after`, passes the filter:
+/// the first lane passes about `k` of 26 first letters (a fifth as many
+/// where a keyword must start a word), each further lane `k` pairs.
+fn bucket_cost(k: usize, len: usize, after: u32) -> f64 {
+    let k = k as f64;
+    let first = (k / 26.0).min(1.0) * if after == ANY { 1.0 } else { 0.2 };
+    let depth = len.clamp(1, LANES) as i32 - 1;
+    first * (k * PAIR_RATE).min(1.0).powi(depth)
+}
+
+/// Cuts `sorted` (keyword length and context set, in bucket order) into at
+/// most [`BUCKETS`] contiguous runs with the least total [`bucket_cost`];
+/// returns the end index of each run.
+fn bucket_bounds(sorted: &[(usize, u32)]) -> Vec<usize> {
+    let n = sorted.len();
+    // best[b][j]: least cost of the first j keywords in b + 1 runs;
+    // cut[b][j]: where the last of those runs starts.
+    let mut best = vec![vec![f64::INFINITY; n + 1]; BUCKETS];
+    let mut cut = vec![vec![0usize; n + 1]; BUCKETS];
+    for b in 0..BUCKETS {
+        for j in 0..=n {
+            // The run i..j, grown leftwards.
+            let (mut len, mut after) = (LANES, 0u32);
+            for i in (0..=j).rev() {
+                if i < j {
+                    len = len.min(sorted[i].0);
+                    after |= sorted[i].1;
+                }
+                let before = match b {
+                    0 if i > 0 => continue,
+                    0 => 0.0,
+                    _ => best[b - 1][i],
+                };
+                let c = before + bucket_cost(j - i, len, after);
+                if c < best[b][j] {
+                    best[b][j] = c;
+                    cut[b][j] = i;
+                }
+            }
+        }
+    }
+    let mut ends = vec![n; BUCKETS];
+    let mut j = n;
+    for b in (0..BUCKETS).rev() {
+        ends[b] = j;
+        j = cut[b][j];
+    }
+    ends
+}
+
+/// What the shift-or filter searches and verifies against.
+struct Hay<'a> {
+    patterns: &'a [Vec<u8>],
+    after: &'a [u32],
+    bytes: &'a [u8],
+    /// Class of the byte before `bytes` ([`START`] at the buffer's start).
+    prev: u8,
 }
 
 fn prefix_closure(patterns: &[Vec<u8>], groups: &[Vec<u32>]) -> Vec<Vec<u32>> {
@@ -424,9 +547,19 @@ pub(crate) fn fold_into(src: &[u8], dst: &mut Vec<u8>) {
 mod tests {
     use super::*;
 
-    fn hits(pf: &Prefilter, hay: &str) -> Vec<(String, usize)> {
+    fn pats(kws: &[&str]) -> Vec<Vec<u8>> {
+        kws.iter().map(|s| s.as_bytes().to_vec()).collect()
+    }
+
+    fn hits(pf: &Prefilter, hay: &str, prev: Option<u8>) -> Vec<(String, usize)> {
         let mut h = Vec::new();
-        pf.find_all(hay.as_bytes(), &mut h);
+        // Teddy and the DFA search a lowercased copy.
+        let hay = if pf.needs_folding() {
+            hay.to_ascii_lowercase()
+        } else {
+            hay.to_string()
+        };
+        pf.find_all(hay.as_bytes(), prev, &mut h);
         let mut v: Vec<_> = h
             .into_iter()
             .map(|(id, p)| {
@@ -440,12 +573,15 @@ mod tests {
         v
     }
 
+    const KINDS: [PrefilterKind; 3] = [
+        PrefilterKind::ShiftOr,
+        PrefilterKind::Teddy,
+        PrefilterKind::Dfa,
+    ];
+
     #[test]
     fn every_overlapping_and_prefix_occurrence_is_found() {
-        let pats: Vec<Vec<u8>> = ["aaa", "aaab", "sk_", "sk_live_", "token"]
-            .iter()
-            .map(|s| s.as_bytes().to_vec())
-            .collect();
+        let pats = pats(&["aaa", "aaab", "sk_", "sk_live_", "token"]);
         let want = vec![
             ("aaa".to_string(), 0),
             ("aaa".to_string(), 1),
@@ -454,23 +590,87 @@ mod tests {
             ("sk_live_".to_string(), 6),
             ("token".to_string(), 15),
         ];
-        for kind in [
-            PrefilterKind::ShiftOr,
-            PrefilterKind::Teddy,
-            PrefilterKind::Dfa,
-        ] {
-            let pf = Prefilter::new(pats.clone(), Some(kind));
-            assert_eq!(hits(&pf, "aaaab sk_live_ token"), want, "{kind:?}");
+        for kind in KINDS {
+            let pf = Prefilter::new(pats.clone(), vec![ANY; pats.len()], Some(kind));
+            assert_eq!(hits(&pf, "aaaab sk_live_ token", None), want, "{kind:?}");
             if kind == PrefilterKind::ShiftOr {
                 // Case is folded by the table; short haystacks are flushed.
-                assert_eq!(hits(&pf, "TOKEN"), vec![("token".to_string(), 0)]);
-                assert_eq!(hits(&pf, "aaa"), vec![("aaa".to_string(), 0)]);
+                assert_eq!(hits(&pf, "TOKEN", None), vec![("token".to_string(), 0)]);
+                assert_eq!(hits(&pf, "aaa", None), vec![("aaa".to_string(), 0)]);
             }
         }
     }
 
     #[test]
-    fn shift_or_agrees_with_the_dfa_on_random_haystacks() {
+    fn the_class_masks_are_the_byte_sets_they_name() {
+        for c in 0..=255u8 {
+            let bit = 1u32 << CLASSES[c as usize];
+            assert_eq!(NOT_LETTER & bit != 0, !c.is_ascii_alphabetic(), "{c}");
+            assert_eq!(
+                NOT_WORD & bit != 0,
+                !(c.is_ascii_alphanumeric() || c == b'_'),
+                "{c}"
+            );
+        }
+        const { assert!(NOT_LETTER & NOT_WORD & (1 << START) != 0) };
+    }
+
+    #[test]
+    fn a_keyword_that_must_start_a_word_is_not_reported_after_a_letter() {
+        // "jira" must not follow a letter, "cio" a word character; "pk_"
+        // may follow anything.
+        let pats = pats(&["jira", "cio", "pk_"]);
+        let after = vec![NOT_LETTER, NOT_WORD, ANY];
+        for kind in KINDS {
+            let pf = Prefilter::new(pats.clone(), after.clone(), Some(kind));
+            let got = hits(&pf, "jira xjira 2jira _JIRA cio acio 9cio -cio apk_", None);
+            let want: Vec<(String, usize)> = vec![
+                ("cio".into(), 23),
+                ("cio".into(), 38),
+                ("jira".into(), 0),
+                ("jira".into(), 12),
+                ("jira".into(), 18),
+                ("pk_".into(), 43),
+            ];
+            assert_eq!(got, want, "{kind:?}");
+            // At the haystack's start the byte before it decides; at the
+            // buffer's start (None) nothing precedes the keyword.
+            assert_eq!(hits(&pf, "jira", Some(b'x')), vec![], "{kind:?}");
+            assert_eq!(
+                hits(&pf, "jira", Some(b'1')),
+                vec![("jira".to_string(), 0)],
+                "{kind:?}"
+            );
+            assert_eq!(hits(&pf, "cio", Some(b'1')), vec![], "{kind:?}");
+            assert_eq!(
+                hits(&pf, "cio", None),
+                vec![("cio".to_string(), 0)],
+                "{kind:?}"
+            );
+        }
+    }
+
+    /// Every occurrence whose preceding byte's class is in the pattern's
+    /// mask, by brute force.
+    fn brute(pats: &[Vec<u8>], after: &[u32], hay: &[u8], prev: Option<u8>) -> Vec<(u32, usize)> {
+        let prev = prev.map_or(START, |c| CLASSES[c as usize]);
+        let mut out = Vec::new();
+        for at in 0..hay.len() {
+            for (id, p) in pats.iter().enumerate() {
+                if hay.len() - at >= p.len()
+                    && hay[at..at + p.len()].eq_ignore_ascii_case(p)
+                    && after[id] & (1 << class_before(hay, prev, at)) != 0
+                {
+                    out.push((id as u32, at));
+                }
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn every_engine_agrees_with_brute_force_on_random_haystacks() {
         use crate::rules::template::Rng;
         let kws = [
             "ghp_",
@@ -484,29 +684,44 @@ mod tests {
             "xoxb-",
             "passw",
             "eyj",
+            "jira",
+            "okta",
+            "technicalanalysisapi",
         ];
-        let pats: Vec<Vec<u8>> = kws.iter().map(|s| s.as_bytes().to_vec()).collect();
-        let so = Prefilter::new(pats.clone(), Some(PrefilterKind::ShiftOr));
-        let dfa = Prefilter::new(pats, Some(PrefilterKind::Dfa));
+        let pats = pats(&kws);
         let mut rng = Rng::new(9);
-        for len in (0..400).chain([1000, 4099, 65_536]) {
-            let mut hay: Vec<u8> = (0..len)
-                .map(|_| *rng.pick(b"abcdefghijklmnopqrstuvwxyz _-:/.\n0123TOKENGHP"))
+        let masks = [ANY, NOT_LETTER, NOT_WORD];
+        for round in 0..3 {
+            // Round 0: no context; then a random mask per keyword.
+            let after: Vec<u32> = (0..pats.len())
+                .map(|_| if round == 0 { ANY } else { *rng.pick(&masks) })
                 .collect();
-            for _ in 0..len / 20 {
-                let k = rng.pick(&kws).as_bytes();
-                if len >= k.len() {
-                    let at = rng.range(0, len - k.len());
-                    hay[at..at + k.len()].copy_from_slice(k);
+            let engines: Vec<Prefilter> = KINDS
+                .iter()
+                .map(|&k| Prefilter::new(pats.clone(), after.clone(), Some(k)))
+                .collect();
+            for len in (0..300).chain([1000, 4099, 65_536]) {
+                let mut hay: Vec<u8> = (0..len)
+                    .map(|_| *rng.pick(b"abcdefghijklmnopqrstuvwxyz _-:/.\n0123TOKENGHPJIRA"))
+                    .collect();
+                for _ in 0..len / 20 {
+                    let k = rng.pick(&kws).as_bytes();
+                    if len >= k.len() {
+                        let at = rng.range(0, len - k.len());
+                        hay[at..at + k.len()].copy_from_slice(k);
+                    }
+                }
+                let prev = *rng.pick(&[None, Some(b'a'), Some(b'_'), Some(b' '), Some(b'7')]);
+                let want = brute(&pats, &after, &hay, prev);
+                let folded = hay.to_ascii_lowercase();
+                for pf in &engines {
+                    let mut got = Vec::new();
+                    let h = if pf.needs_folding() { &folded } else { &hay };
+                    pf.find_all(h, prev, &mut got);
+                    got.sort_unstable();
+                    assert_eq!(got, want, "{:?}, {len} bytes, round {round}", pf.kind());
                 }
             }
-            let folded = hay.to_ascii_lowercase();
-            let (mut a, mut b) = (Vec::new(), Vec::new());
-            so.find_all(&hay, &mut a);
-            dfa.find_all(&folded, &mut b);
-            a.sort_unstable();
-            b.sort_unstable();
-            assert_eq!(a, b, "haystack of {len} bytes");
         }
     }
 }
