@@ -43,6 +43,23 @@ impl JobRef {
         unsafe { (self.execute)(self.data) }
     }
 
+    /// The two words, for a queue that stores them apart (`deque`, D3).
+    #[inline(always)]
+    pub(crate) fn into_raw(self) -> (NonNull<()>, unsafe fn(NonNull<()>) -> Wake) {
+        (self.data, self.execute)
+    }
+
+    /// A job from the words [`JobRef::into_raw`] gave.
+    ///
+    /// # Safety
+    ///
+    /// They are the words of one `JobRef` that was not run, and the caller
+    /// now owns that job (it is the one `JobRef` of it, J3).
+    #[inline(always)]
+    pub(crate) unsafe fn from_raw(data: NonNull<()>, execute: unsafe fn(NonNull<()>) -> Wake) -> Self {
+        JobRef { data, execute }
+    }
+
     /// Whether `self` is the same job as `other` (same data, same code).
     #[inline]
     pub(crate) fn same_job(&self, data: NonNull<()>) -> bool {
