@@ -99,7 +99,11 @@ fn steals_and_pops_run_every_job_exactly_once() {
     }
     assert_eq!(popped + inline + stolen.load(Ordering::Relaxed), JOBS);
     for (i, r) in runs.iter().enumerate() {
-        assert_eq!(r.load(Ordering::Relaxed), 1, "job {i} ran a wrong number of times");
+        assert_eq!(
+            r.load(Ordering::Relaxed),
+            1,
+            "job {i} ran a wrong number of times"
+        );
     }
 }
 
@@ -144,7 +148,11 @@ fn chain(ctx: &Owner, depth: u64) -> u64 {
     rest + me
 }
 
-fn spawn_thief(steal: deque::Steal, owner: Unparker, stop: Arc<AtomicBool>) -> thread::JoinHandle<usize> {
+fn spawn_thief(
+    steal: deque::Steal,
+    owner: Unparker,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<usize> {
     thread::spawn(move || {
         let mut ran = 0;
         for _ in 0..MAX_STEAL_TRIES {

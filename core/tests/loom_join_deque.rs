@@ -72,7 +72,9 @@ fn spawn_thief(steal: deque::Steal, owner: Unparker, tries: usize) -> thread::Jo
         for _ in 0..tries {
             match steal.steal() {
                 Stolen::Job(job) => match job.execute() {
-                    Wake::Worker(0) => owner.unpark(),
+                    Wake::Worker(0) => {
+                        owner.unpark();
+                    }
                     Wake::Worker(i) => panic!("woke worker {i}, not the owner"),
                     Wake::Nobody => {}
                 },
@@ -87,7 +89,11 @@ fn owner() -> (Owner, deque::Steal, Unparker) {
     let (local, steal) = deque::deque();
     let parker = Parker::new();
     let unparker = parker.unparker();
-    (Owner(Rc::new(OwnerState { local, parker })), steal, unparker)
+    (
+        Owner(Rc::new(OwnerState { local, parker })),
+        steal,
+        unparker,
+    )
 }
 
 /// Run counts, one per job of a model.
@@ -103,7 +109,11 @@ impl Runs {
     }
     fn assert_each_ran_once(&self) {
         for (i, r) in self.0.iter().enumerate() {
-            assert_eq!(r.load(Ordering::Relaxed), 1, "job {i} ran a wrong number of times");
+            assert_eq!(
+                r.load(Ordering::Relaxed),
+                1,
+                "job {i} ran a wrong number of times"
+            );
         }
     }
 }

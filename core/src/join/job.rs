@@ -56,7 +56,10 @@ impl JobRef {
     /// They are the words of one `JobRef` that was not run, and the caller
     /// now owns that job (it is the one `JobRef` of it, J3).
     #[inline(always)]
-    pub(crate) unsafe fn from_raw(data: NonNull<()>, execute: unsafe fn(NonNull<()>) -> Wake) -> Self {
+    pub(crate) unsafe fn from_raw(
+        data: NonNull<()>,
+        execute: unsafe fn(NonNull<()>) -> Wake,
+    ) -> Self {
         JobRef { data, execute }
     }
 
