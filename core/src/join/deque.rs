@@ -21,8 +21,7 @@ use core::cell::Cell;
 use core::fmt;
 use core::ptr::NonNull;
 
-use super::job::JobRef;
-use super::latch::Wake;
+use super::job::{ExecuteFn, JobRef};
 use crate::sync::atomic::{fence, AtomicI64, AtomicPtr, Ordering};
 use crate::sync::Arc;
 use crate::CachePadded;
@@ -50,9 +49,6 @@ const _: () = assert!(DEQUE_CAPACITY.is_power_of_two());
 
 const CAP: i64 = DEQUE_CAPACITY as i64;
 const MASK: i64 = CAP - 1;
-
-/// The execute function of a [`JobRef`].
-type ExecuteFn = unsafe fn(NonNull<()>) -> Wake;
 
 /// One job reference as two atomic words (D7).
 struct Slot {
@@ -362,7 +358,7 @@ impl fmt::Debug for Steal {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::join::HeapJob;
+    use crate::join::{HeapJob, Wake};
     use crate::sync::atomic::AtomicUsize;
 
     #[test]

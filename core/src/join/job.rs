@@ -12,6 +12,9 @@ use crate::sync::UnsafeCell;
 /// A panic payload carried from the thread that ran a job to its joiner.
 pub type Payload = Box<dyn Any + Send + 'static>;
 
+/// The function half of a [`JobRef`]: runs the job its data points to.
+pub(crate) type ExecuteFn = unsafe fn(NonNull<()>) -> Wake;
+
 /// A job to run, with its type erased: a data pointer and the function that
 /// knows its type. Not `Clone`: a `JobRef` runs at most once (J3), because
 /// running consumes it and the queues move each value exactly once.
@@ -45,7 +48,7 @@ impl JobRef {
 
     /// The two words, for a queue that stores them apart (`deque`, D3).
     #[inline(always)]
-    pub(crate) fn into_raw(self) -> (NonNull<()>, unsafe fn(NonNull<()>) -> Wake) {
+    pub(crate) fn into_raw(self) -> (NonNull<()>, ExecuteFn) {
         (self.data, self.execute)
     }
 
@@ -56,10 +59,7 @@ impl JobRef {
     /// They are the words of one `JobRef` that was not run, and the caller
     /// now owns that job (it is the one `JobRef` of it, J3).
     #[inline(always)]
-    pub(crate) unsafe fn from_raw(
-        data: NonNull<()>,
-        execute: unsafe fn(NonNull<()>) -> Wake,
-    ) -> Self {
+    pub(crate) unsafe fn from_raw(data: NonNull<()>, execute: ExecuteFn) -> Self {
         JobRef { data, execute }
     }
 
