@@ -218,7 +218,12 @@ impl Local {
             .compare_exchange(t, t + 1, Ordering::SeqCst, Ordering::Relaxed)
             .is_ok();
         #[cfg(magpie_broken = "deque_pop_skips_last_cas")]
-        let won = true;
+        let won = {
+            // Broken: takes the last job whatever a thief did (check, then
+            // act: `top` is advanced by a store, not a swap).
+            inner.top.store(t + 1, Ordering::SeqCst);
+            true
+        };
         // Empty either way: `top` is `b + 1` now.
         inner.bottom.store(b + 1, Ordering::Relaxed);
         self.top_bound.set(t + 1);
