@@ -178,7 +178,7 @@ fn pop_and_steal_never_take_one_job_twice() {
 /// A stolen job sees what the owner wrote before it pushed the job: its
 /// closure (the stack job) and the data the closure reads.
 // protocol: join D3 D6
-// broken-variant: deque_push_relaxed; class: missing Release/Acquire pair; expects: Causality violation
+// broken-variant: deque_push_relaxed; class: missing Release/Acquire pair; expects: stole a slot the push had not published
 #[test]
 fn steal_sees_the_job_the_owner_pushed() {
     loom::model(|| {

@@ -324,9 +324,12 @@ impl Steal {
                 // first, D3); the Acquire load of `bottom` made the words
                 // the push wrote visible. The job is ours now.
                 let execute = unsafe { core::mem::transmute::<*mut (), ExecuteFn>(execute) };
-                // SAFETY: as above: the words of one pushed JobRef, whose
-                // data pointer is non-null.
-                Stolen::Job(unsafe { JobRef::from_raw(NonNull::new_unchecked(data), execute) })
+                // A slot that was never written reads null: only a push
+                // that did not publish its words (D3) lets a thief see one.
+                let data = NonNull::new(data)
+                    .expect("deque: stole a slot the push had not published (D3)");
+                // SAFETY: as above: the words of one pushed JobRef.
+                Stolen::Job(unsafe { JobRef::from_raw(data, execute) })
             }
             Err(_) => Stolen::Retry,
         }
