@@ -12,6 +12,9 @@ use crate::sync::UnsafeCell;
 /// A panic payload carried from the thread that ran a job to its joiner.
 pub type Payload = Box<dyn Any + Send + 'static>;
 
+/// The function half of a [`JobRef`]: runs the job its data points to.
+pub(crate) type ExecuteFn = unsafe fn(NonNull<()>) -> Wake;
+
 /// A job to run, with its type erased: a data pointer and the function that
 /// knows its type. Not `Clone`: a `JobRef` runs at most once (J3), because
 /// running consumes it and the queues move each value exactly once.
@@ -41,6 +44,23 @@ impl JobRef {
         // SAFETY: J2, the builder kept the data valid until this one call,
         // and `self` is consumed so there is no second.
         unsafe { (self.execute)(self.data) }
+    }
+
+    /// The two words, for a queue that stores them apart (`deque`, D3).
+    #[inline(always)]
+    pub(crate) fn into_raw(self) -> (NonNull<()>, ExecuteFn) {
+        (self.data, self.execute)
+    }
+
+    /// A job from the words [`JobRef::into_raw`] gave.
+    ///
+    /// # Safety
+    ///
+    /// They are the words of one `JobRef` that was not run, and the caller
+    /// now owns that job (it is the one `JobRef` of it, J3).
+    #[inline(always)]
+    pub(crate) unsafe fn from_raw(data: NonNull<()>, execute: ExecuteFn) -> Self {
+        JobRef { data, execute }
     }
 
     /// Whether `self` is the same job as `other` (same data, same code).

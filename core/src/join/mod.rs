@@ -19,6 +19,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 
+pub mod deque;
 mod job;
 mod latch;
 mod scope;

@@ -33,13 +33,15 @@
 //! jobs, latches and the protocols that keep borrowed frames alive are
 //! `magpie_core::join` (all the `unsafe` is there).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::io;
+use std::rc::Rc;
 use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use magpie_core::join::deque::{self, Stolen};
 use magpie_core::join::{self as core_join, CoreLatch, FallAsleep, JobRef, JobSink, Wake};
 use magpie_core::park::Parker;
 use magpie_core::queue::Local;
@@ -50,7 +52,8 @@ use crate::config::ExecutorConfig;
 use crate::metrics::WorkerMetrics;
 use crate::sched::tiered::{IdleAction, TieredIdle};
 use crate::sched::{
-    self, Core, Found, LifoMode, LocalMode, NoopTrace, ParkPrep, Parts, Shared, Worker,
+    self, Core, Found, LifoMode, LocalMode, NoopTrace, ParkPrep, Parts, Shared, SideQueues, Worker,
+    WAKE_ON_HOARD_THRESHOLD,
 };
 
 /// A scope of [`scope`]: [`Scope::spawn`] runs a closure on the pool; the
@@ -91,13 +94,88 @@ impl Registry {
     }
 }
 
+/// How many times a thief retries a victim's deque that it lost a race on
+/// ([`Stolen::Retry`]) before it moves on.
+const STEAL_RETRIES: u32 = 4;
+
+/// The thieves' ends of every worker's deque: the worker loop's searching
+/// step steals from them ([`SideQueues`]).
+struct DequeStealers(Box<[deque::Steal]>);
+
+impl SideQueues<JobRef> for DequeStealers {
+    fn steal(&self, victim: usize) -> Option<JobRef> {
+        for _ in 0..STEAL_RETRIES {
+            match self.0[victim].steal() {
+                Stolen::Job(job) => return Some(job),
+                Stolen::Empty => return None,
+                Stolen::Retry => {}
+            }
+        }
+        None
+    }
+
+    fn has_work(&self) -> bool {
+        self.0.iter().any(|s| !s.is_empty())
+    }
+}
+
+/// What a join on a worker touches, reachable without borrowing the
+/// worker: its index, the owner end of its deque, its pool. A `join` takes
+/// it from the thread-local once and hands it down (`InWorker`), so the
+/// push and the take-back are calls on the deque alone.
+struct JoinLocal {
+    id: usize,
+    deque: deque::Local,
+    registry: Arc<Registry>,
+    /// Pushes until the next wake-on-hoard check.
+    pushes_left: Cell<u32>,
+}
+
+impl JoinLocal {
+    /// J1: `job` to the bottom of this worker's deque, where thieves can
+    /// take it. A full deque (`deque::DEQUE_CAPACITY` jobs not yet taken
+    /// back) runs the job here at once: it was never visible to anyone, so
+    /// its joiner finds its latch set (README.md, "Work-first"). On a push
+    /// onto a deque that was surely empty, and every
+    /// [`WAKE_ON_HOARD_THRESHOLD`] pushes, a parked worker is woken if
+    /// nobody searches, as the other faces do for local spawns.
+    #[inline]
+    fn push(&self, job: JobRef) {
+        let was_empty = self.deque.surely_empty();
+        match self.deque.push(job) {
+            Ok(()) => {
+                let left = self.pushes_left.get() - 1;
+                if was_empty || left == 0 {
+                    self.wake_on_hoard();
+                } else {
+                    self.pushes_left.set(left);
+                }
+            }
+            Err(job) => self.registry.wake(job.execute()),
+        }
+    }
+
+    #[cold]
+    fn wake_on_hoard(&self) {
+        self.pushes_left.set(WAKE_ON_HOARD_THRESHOLD);
+        // A hint (as in `sched`): the jobs stay with this awake worker, so a
+        // stale "nobody to wake" only delays help until the next check.
+        let shared = &self.registry.sched;
+        if shared.idle.would_unpark() {
+            let _ = shared.notify_parked();
+        }
+    }
+}
+
 /// One worker's scheduling state. It lives in the thread-local [`WORKER`],
-/// borrowed only around queue operations, never while a job runs.
+/// borrowed only around the worker loop's operations, never while a job
+/// runs.
 struct JoinWorker {
     core: Core<JobRef>,
     rng: XorShift64,
     metrics: WorkerMetrics,
     registry: Arc<Registry>,
+    local: Rc<JoinLocal>,
 }
 
 impl Worker for JoinWorker {
@@ -130,10 +208,10 @@ fn with_worker<R>(f: impl FnOnce(&mut JoinWorker) -> R) -> R {
     })
 }
 
-/// This thread's worker index, if it is a worker of a pool.
+/// This thread's worker's [`JoinLocal`], if it is a worker of a pool.
 #[inline]
-fn current_worker_index() -> Option<usize> {
-    WORKER.with(|w| w.borrow().as_ref().map(|w| w.core.id))
+fn current_local() -> Option<Rc<JoinLocal>> {
+    WORKER.with(|w| w.borrow().as_ref().map(|w| w.local.clone()))
 }
 
 /// Whether this thread is a worker of `registry`'s pool.
@@ -148,37 +226,36 @@ fn is_worker_of(registry: &Arc<Registry>) -> bool {
 /// The policy half of a join or scope on a pool worker
 /// ([`core_join::JoinContext`]).
 struct InWorker {
-    id: usize,
+    local: Rc<JoinLocal>,
     /// Created at the first wait: a join whose `b` is taken back never waits.
     idle: Option<TieredIdle>,
 }
 
 impl InWorker {
-    fn new(id: usize) -> Self {
-        InWorker { id, idle: None }
+    fn new(local: Rc<JoinLocal>) -> Self {
+        InWorker { local, idle: None }
     }
 }
 
 impl core_join::JoinContext for InWorker {
     #[inline]
     fn owner(&self) -> usize {
-        self.id
+        self.local.id
     }
 
     #[inline]
     fn push(&mut self, job: JobRef) {
-        with_worker(|w| w.parts().push_newest(job));
+        self.local.push(job);
     }
 
     #[inline]
     fn pop(&mut self) -> Option<JobRef> {
-        with_worker(|w| w.parts().pop_newest())
+        self.local.deque.pop()
     }
 
+    #[inline]
     fn wake(&mut self, wake: Wake) {
-        if let Wake::Worker(_) = wake {
-            with_worker(|w| w.registry.wake(wake));
-        }
+        self.local.registry.wake(wake);
     }
 
     /// W1-W3 of README.md: one task found through the worker loop, else
@@ -186,9 +263,10 @@ impl core_join::JoinContext for InWorker {
     /// worker keeps its gate token while its job is outstanding).
     fn wait(&mut self, latch: &CoreLatch) {
         let found = with_worker(|w| sched::find_task(w, &mut NoopTrace));
-        let idle = self.idle.get_or_insert_with(|| {
-            with_worker(|w| TieredIdle::new(w.registry.spin_iters, w.registry.park_timeout))
-        });
+        let registry = &self.local.registry;
+        let idle = self
+            .idle
+            .get_or_insert_with(|| TieredIdle::new(registry.spin_iters, registry.park_timeout));
         match found {
             Found::Task(job) => {
                 idle.on_work();
@@ -226,17 +304,16 @@ pub struct PoolSink {
 
 impl JobSink for PoolSink {
     fn push(&self, job: JobRef) {
-        let job = WORKER.with(|w| {
-            let mut w = w.borrow_mut();
-            match w.as_mut() {
-                Some(w) if Arc::ptr_eq(&w.registry, &self.registry) => {
-                    w.parts().push_newest(job);
-                    None
-                }
-                _ => Some(job),
-            }
+        let local = WORKER.with(|w| {
+            w.borrow()
+                .as_ref()
+                .filter(|w| Arc::ptr_eq(&w.registry, &self.registry))
+                .map(|w| w.local.clone())
         });
-        if let Some(job) = job {
+        // Pushed outside the borrow: a full deque runs the job right here.
+        if let Some(local) = local {
+            local.push(job);
+        } else {
             // A spawn from a thread outside the pool (a scope's closure that
             // handed the scope to another thread).
             if let Err(job) = self.registry.inject(job) {
@@ -272,8 +349,8 @@ where
     RA: Send,
     RB: Send,
 {
-    match current_worker_index() {
-        Some(id) => core_join::join(&mut InWorker::new(id), a, b),
+    match current_local() {
+        Some(local) => core_join::join(&mut InWorker::new(local), a, b),
         None => JoinPool::global().install(|| join(a, b)),
     }
 }
@@ -287,9 +364,11 @@ where
     OP: FnOnce(&Scope<'scope>) -> R + Send,
     R: Send,
 {
-    let in_worker = WORKER.with(|w| w.borrow().as_ref().map(|w| (w.core.id, w.registry.clone())));
-    match in_worker {
-        Some((id, registry)) => core_join::scope(&mut InWorker::new(id), PoolSink { registry }, op),
+    match current_local() {
+        Some(local) => {
+            let registry = local.registry.clone();
+            core_join::scope(&mut InWorker::new(local), PoolSink { registry }, op)
+        }
         None => JoinPool::global().install(|| scope(op)),
     }
 }
@@ -332,14 +411,18 @@ impl Builder {
 
     /// Starts the workers.
     pub fn build(self) -> io::Result<JoinPool> {
-        let (sched, owned) = Shared::new(
+        let (mut sched, owned) = Shared::new(
             self.workers,
             self.cfg.steal_tries,
-            // Stealable: `b` sits in the LIFO slot right after the push, and
-            // a two-way join must be stealable at once (README.md).
-            LifoMode::Stealable,
-            LocalMode::Split,
+            // Joins and scope spawns go to the worker's deque, not to the
+            // loop's LIFO slot or private stack: those stay empty, and the
+            // ring holds only batches from the global queue (README.md).
+            LifoMode::Owner,
+            LocalMode::Ring,
         );
+        let (deques, stealers): (Vec<_>, Vec<_>) =
+            (0..self.workers).map(|_| deque::deque()).unzip();
+        sched.side = Some(Box::new(DequeStealers(stealers.into_boxed_slice())));
         let registry = Arc::new(Registry {
             sched,
             spin_iters: self.cfg.spin_iters,
@@ -350,7 +433,7 @@ impl Builder {
             registry: registry.clone(),
             threads: Vec::new(),
         };
-        for (id, (local, parker)) in owned.into_iter().enumerate() {
+        for (id, ((local, parker), deque)) in owned.into_iter().zip(deques).enumerate() {
             let name = match &self.thread_name {
                 Some(f) => f(id),
                 None => format!("magpie-join-{id}"),
@@ -361,7 +444,7 @@ impl Builder {
             }
             let registry = registry.clone();
             let seed = self.cfg.seed;
-            match b.spawn(move || worker_main(registry, id, local, parker, seed)) {
+            match b.spawn(move || worker_main(registry, id, local, parker, deque, seed)) {
                 Ok(h) => threads.push(h),
                 Err(e) => {
                     // Stop the ones already running (the pool's drop).
@@ -462,31 +545,47 @@ fn worker_main(
     id: usize,
     local: Local<JobRef>,
     parker: Parker,
+    deque: deque::Local,
     seed: u64,
 ) {
+    let join_local = Rc::new(JoinLocal {
+        id,
+        deque,
+        registry: registry.clone(),
+        pushes_left: Cell::new(WAKE_ON_HOARD_THRESHOLD),
+    });
     let worker = Box::new(JoinWorker {
         core: Core::new(&registry.sched, id, local, parker, monotonic_ns),
         rng: XorShift64::new(seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         metrics: WorkerMetrics::default(),
         registry: registry.clone(),
+        local: join_local.clone(),
     });
     WORKER.with(|w| *w.borrow_mut() = Some(worker));
     if with_worker(sched::enter) {
-        run_loop(&registry);
+        run_loop(&registry, &join_local);
     }
     let worker = WORKER.with(|w| w.borrow_mut().take());
     if let Some(mut w) = worker {
         debug_assert!(w.core.local.pop().is_none(), "a job was left in a ring");
         debug_assert!(w.core.take_lifo().is_none());
+        debug_assert!(w.local.deque.is_empty(), "a job was left in a deque");
     }
 }
 
 /// The worker's own loop: the same shape as the other faces' (find a task,
-/// run it, idle in tiers, park through `sched::prepare_park`).
-fn run_loop(registry: &Registry) {
+/// run it, idle in tiers, park through `sched::prepare_park`), with the
+/// worker's own deque looked at first (a scope's spawn may leave a job
+/// there after the job that spawned it returned).
+fn run_loop(registry: &Registry, local: &JoinLocal) {
     let mut idle = TieredIdle::new(registry.spin_iters, registry.park_timeout);
     let mut trace = NoopTrace;
     loop {
+        if let Some(job) = local.deque.pop() {
+            idle.on_work();
+            registry.wake(job.execute());
+            continue;
+        }
         match with_worker(|w| sched::find_task(w, &mut trace)) {
             Found::Task(job) => {
                 idle.on_work();

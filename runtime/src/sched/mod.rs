@@ -154,6 +154,17 @@ pub enum LocalMode {
     Split,
 }
 
+/// Queues a face keeps beside the loop's own, which searching workers
+/// steal from too: fork-join's per-worker deques (`crate::join`, whose
+/// owner end the face pops itself).
+pub(crate) trait SideQueues<T>: Send + Sync {
+    /// A task from `victim`'s queue, if it has one.
+    fn steal(&self, victim: usize) -> Option<T>;
+    /// Whether any worker's queue looks non-empty: a hint for the last
+    /// searcher's re-check before it sleeps ("Parking", step 3).
+    fn has_work(&self) -> bool;
+}
+
 /// State every worker shares, one per executor.
 pub(crate) struct Shared<T> {
     /// Padded: outside spawns write its lock and length on every push, and
@@ -171,6 +182,8 @@ pub(crate) struct Shared<T> {
     pub(crate) steal_tries: u32,
     pub(crate) lifo_mode: LifoMode,
     pub(crate) local_mode: LocalMode,
+    /// The face's own per-worker queues, if it has any ([`SideQueues`]).
+    pub(crate) side: Option<Box<dyn SideQueues<T>>>,
     panic: Mutex<Option<Box<dyn Any + Send + 'static>>>,
 }
 
@@ -221,6 +234,7 @@ impl<T: Send + 'static> Shared<T> {
             steal_tries: steal_tries.max(1),
             lifo_mode,
             local_mode,
+            side: None,
             panic: Mutex::new(None),
         };
         (shared, owned)
@@ -263,6 +277,7 @@ impl<T: Send + 'static> Shared<T> {
                 .remotes
                 .iter()
                 .any(|r| !r.steal.is_empty() || !r.lifo.is_empty())
+            || self.side.as_ref().is_some_and(|s| s.has_work())
     }
 
     /// Keeps the first panic; later ones are dropped.
@@ -610,6 +625,12 @@ impl<T: Send + 'static> Parts<'_, T> {
                 }
                 self.metrics.steal_attempts += 1;
                 let remote = &shared.remotes[victim];
+                if let Some(task) = shared.side.as_ref().and_then(|s| s.steal(victim)) {
+                    self.metrics.steal_successes += 1;
+                    self.metrics.tasks_stolen += 1;
+                    self.core.lifo_polls = 0;
+                    return Some(self.found(task, Source::Steal { victim }));
+                }
                 if let Some((task, moved)) = remote.steal.steal_into_counted(&mut self.core.local) {
                     self.metrics.steal_successes += 1;
                     self.metrics.tasks_stolen += moved as u64 + 1;
@@ -740,31 +761,6 @@ impl<T: Send + 'static> Parts<'_, T> {
             self.metrics.wake_on_hoard += 1;
             self.metrics.unparks += 1;
         }
-    }
-
-    /// Fork-join's push (`crate::join`, J1): a local spawn, then an answer
-    /// to a thief's pending share request. A worker deep in a recursion of
-    /// joins starts no tick (where requests are normally answered), so it
-    /// answers here: one Relaxed load of its own flag when its stack is not
-    /// empty.
-    #[inline]
-    pub(crate) fn push_newest(&mut self, task: T) {
-        self.spawn_local(task);
-        if !self.core.stack.is_empty() && self.core.wants_work.load(Ordering::Relaxed) {
-            self.share();
-        }
-    }
-
-    /// Fork-join's take-back (`crate::join`, J5): the newest task this
-    /// worker spawned and still holds privately (its LIFO slot, then its
-    /// private stack). Tasks already shared to the ring are left to
-    /// [`find_task`].
-    #[inline]
-    pub(crate) fn pop_newest(&mut self) -> Option<T> {
-        if let Some(task) = self.lifo_take() {
-            return Some(task);
-        }
-        self.core.stack.pop()
     }
 
     /// A task for any worker: counted by the gate, pushed to the global queue,
