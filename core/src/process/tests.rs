@@ -176,7 +176,10 @@ fn values_queued_across_blocks_are_dropped_with_the_mailbox() {
     for _ in 0..BLOCK_CAP {
         let _ = m.send(token.clone(), None).unwrap();
     }
-    assert_eq!(Arc::strong_count(&token), 1 + n - (BLOCK_CAP + 2) + BLOCK_CAP);
+    assert_eq!(
+        Arc::strong_count(&token),
+        1 + n - (BLOCK_CAP + 2) + BLOCK_CAP
+    );
     drop(m);
     assert_eq!(Arc::strong_count(&token), 1);
 }
