@@ -202,7 +202,12 @@ fn stress_every_event_popped_once_in_per_sender_order() {
             for i in 0..PER {
                 let sent = m.send((p, i), None).unwrap();
                 if sent.schedule {
-                    scheduled.fetch_add(1, Ordering::Relaxed);
+                    // Release: pairs with the consumer's Acquire load, as a
+                    // run queue's push and pop do: the entry carries the
+                    // notify's READY with it. (Relaxed let Miri's weak
+                    // memory hand the consumer a stale IDLE, and
+                    // `transition_to_running` rightly refused it.)
+                    scheduled.fetch_add(1, Ordering::Release);
                 }
             }
         }));
@@ -212,7 +217,8 @@ fn stress_every_event_popped_once_in_per_sender_order() {
     let mut steps = 0u64;
     // Consumer: runs whenever there is an outstanding entry.
     while total < PRODUCERS * PER {
-        if scheduled.load(Ordering::Relaxed) == 0 {
+        // Acquire: pairs with the producers' Release above.
+        if scheduled.load(Ordering::Acquire) == 0 {
             thread::yield_now();
             continue;
         }
