@@ -16,6 +16,7 @@
 
 use magpie_core::process::{
     Lifecycle, Mailbox, Refusal, Stepping, TransitionToCancelled, TransitionToWaiting, Wait,
+    BLOCK_CAP,
 };
 use magpie_core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use magpie_core::sync::{thread, Arc, UnsafeCell};
@@ -63,6 +64,9 @@ struct Proc {
     steps_after_complete: AtomicUsize,
     popped: AtomicUsize,
     payload_sum: AtomicUsize,
+    /// The last payload below 10 popped: the models send those from one
+    /// thread in ascending order, so each must exceed the one before.
+    last_from_a: AtomicUsize,
     drained: AtomicUsize,
     completions: AtomicUsize,
     closes: AtomicUsize,
@@ -83,6 +87,7 @@ impl Proc {
             steps_after_complete: AtomicUsize::new(0),
             popped: AtomicUsize::new(0),
             payload_sum: AtomicUsize::new(0),
+            last_from_a: AtomicUsize::new(0),
             drained: AtomicUsize::new(0),
             completions: AtomicUsize::new(0),
             closes: AtomicUsize::new(0),
@@ -104,9 +109,13 @@ impl Proc {
             self.saw_cancel.store(true, Ordering::Relaxed);
         }
         while let Some(m) = s.pop() {
+            let v = m.read() as usize;
             self.popped.fetch_add(1, Ordering::Relaxed);
-            self.payload_sum
-                .fetch_add(m.read() as usize, Ordering::Relaxed);
+            self.payload_sum.fetch_add(v, Ordering::Relaxed);
+            if v < 10 {
+                let prev = self.last_from_a.swap(v, Ordering::Relaxed);
+                assert!(v > prev, "per-producer FIFO: {v} after {prev}");
+            }
         }
     }
 
@@ -279,11 +288,14 @@ fn cancel_racing_completion() {
     });
 }
 
-// protocol: process P2 W2
-// broken-variant: mpsc_link_relaxed; class: missing Release/Acquire pair; expects: Causality violation
+// protocol: process P2 W2 Q4 C2 L1 L2
+// broken-variant: mpsc_ready_relaxed; class: missing Release/Acquire pair; expects: Causality violation
+// broken-variant: lazy_queue_relaxed; class: missing Release/Acquire pair; expects: Causality violation
 #[test]
 fn mpsc_push_racing_pop_conserves_events() {
     loom::model(|| {
+        // A fresh mailbox: the two sends also race to build its queue (L1)
+        // while the worker may look for it (L2).
         let p = Proc::new();
         let worker = {
             let p = p.clone();
@@ -382,5 +394,84 @@ fn send_racing_exit_is_refused_or_accepted_never_lost_unseen() {
         // way exactly one drop per message (the racing one and the late one).
         assert_eq!(drops.load(Ordering::Relaxed), 2);
         assert!(popped + drained <= usize::from(accepted));
+    });
+}
+
+/// Under loom a block has 2 slots, so three sends cross a block boundary.
+// protocol: process BLOCK_CAP
+#[test]
+fn block_capacity_is_2_under_loom() {
+    assert_eq!(BLOCK_CAP, 2);
+}
+
+/// Two producers race the consumer across a block boundary (3 events, 2
+/// slots a block): the one that claims the third slot links the second
+/// block while the consumer may be reaching the end of the first. Every
+/// event is popped once, one producer's events in its order, each payload
+/// read after its write.
+// protocol: process Q1 Q2 Q3 Q4 C1 C2 C3
+// broken-variant: grow_writes_start_after_link; class: publish before write; expects: Causality violation
+#[test]
+fn mpsc_push_racing_pop_across_a_block_boundary_conserves_per_producer_order() {
+    loom::model(|| {
+        let p = Proc::new();
+        let worker = {
+            let p = p.clone();
+            thread::spawn(move || p.run_entry(wait_idle))
+        };
+        let producer = {
+            let p = p.clone();
+            thread::spawn(move || p.send(20, None, |p| p.run_entry(wait_idle)))
+        };
+        // Producer A: two events, in this order.
+        let a1 = p.send(1, None, |p| p.run_entry(wait_idle));
+        let a2 = p.send(2, None, |p| p.run_entry(wait_idle));
+        let b = producer.join().unwrap();
+        worker.join().unwrap();
+        assert_eq!(p.n(&p.stale), 0, "an entry found the process not READY");
+        assert!(a1 && a2 && b);
+        assert_eq!(p.n(&p.popped), 3, "an event was lost");
+        assert_eq!(p.n(&p.payload_sum), 23);
+        assert_eq!(p.n(&p.last_from_a), 2);
+        assert_eq!(p.mailbox.len(), 0);
+    });
+}
+
+/// The first block is full before the race (events 1 and 2). Then two
+/// producers claim slots 2 and 3, in the second block: the one that walks
+/// from the first block to link or reach the second may be slow, while the
+/// consumer reads past the first block and recycles it. The consumer
+/// recycles a block only after every producer that could have loaded it
+/// from `block_tail` has made its slot ready (README, R2-R3): no producer
+/// touches a recycled block (loom would report the consumer's reset of its
+/// start racing the producer's read), and every event arrives.
+// protocol: process R1 R2 R3 R4 Q1 Q2
+// broken-variant: recycle_ignores_observed_tail; class: slot reuse; expects: Causality violation
+// broken-variant: observed_tail_by_load; class: store buffering; expects: Causality violation
+#[test]
+fn block_recycling_racing_a_slow_producer_never_reuses_a_held_block() {
+    loom::model(|| {
+        let p = Proc::new();
+        // Before any thread: the process is READY (the spawn's entry), so
+        // these sends schedule nothing.
+        assert!(p.send(1, None, |_| unreachable!("READY: no schedule")));
+        assert!(p.send(2, None, |_| unreachable!("READY: no schedule")));
+        let worker = {
+            let p = p.clone();
+            thread::spawn(move || p.run_entry(wait_idle))
+        };
+        let producer = {
+            let p = p.clone();
+            thread::spawn(move || p.send(20, None, |p| p.run_entry(wait_idle)))
+        };
+        let a3 = p.send(3, None, |p| p.run_entry(wait_idle));
+        let b = producer.join().unwrap();
+        worker.join().unwrap();
+        assert_eq!(p.n(&p.stale), 0, "an entry found the process not READY");
+        assert!(a3 && b);
+        assert_eq!(p.n(&p.popped), 4, "an event was lost");
+        assert_eq!(p.n(&p.payload_sum), 26);
+        assert_eq!(p.n(&p.last_from_a), 3);
+        assert_eq!(p.mailbox.len(), 0);
     });
 }

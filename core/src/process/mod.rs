@@ -3,7 +3,8 @@
 //!
 //! A [`Mailbox`] is what every process has: its packed [`state`] word
 //! (IDLE, BLOCKED, READY, RUNNING, COMPLETE plus the NOTIFIED and CANCELLED
-//! flags), a lock-free multi-producer single-consumer event queue, and an
+//! flags), a lock-free multi-producer single-consumer event queue (a list
+//! of blocks of [`BLOCK_CAP`] slots, recycled by the consumer), and an
 //! admission word (a count of queued events plus a CLOSED bit) that bounds
 //! the mailbox when asked to and refuses events once the process is done.
 //!
@@ -22,10 +23,12 @@
 mod mpsc;
 pub mod state;
 
+pub use mpsc::{BLOCK_CAP, RECYCLE_TRIES};
+
 use core::fmt;
 
 use crate::sync::atomic::{AtomicU64, Ordering};
-use mpsc::{Pop, Queue};
+use mpsc::{LazyQueue, Pop};
 pub use state::{
     Lifecycle, Snapshot, State, TransitionToCancelled, TransitionToClaimed, TransitionToNotified,
     TransitionToRunning, TransitionToWaiting, Wait,
@@ -81,7 +84,7 @@ pub struct Mailbox<T> {
     state: State,
     /// [`CLOSED`] | count of admitted events not yet popped.
     admission: AtomicU64,
-    queue: Queue<T>,
+    queue: LazyQueue<T>,
 }
 
 impl<T> fmt::Debug for Mailbox<T> {
@@ -108,7 +111,7 @@ impl<T: Send> Mailbox<T> {
         Self {
             state: State::new(),
             admission: AtomicU64::new(0),
-            queue: Queue::new(),
+            queue: LazyQueue::new(),
         }
     }
 
@@ -142,7 +145,7 @@ impl<T: Send> Mailbox<T> {
             Err(reason) => return Err(Refused { value, reason }),
         };
         self.queue.push(value);
-        // The push is linked before this RMW; its Release makes the event
+        // The push's ready bit is set before this RMW; its Release makes the event
         // visible to the step that reads the value it writes (README,
         // "Why no event is lost").
         let schedule = self.state.notify() == TransitionToNotified::Schedule;
@@ -294,7 +297,8 @@ impl<'a, T: Send> Stepping<'a, T> {
     /// admission word, so later sends are refused; 2. COMPLETE on the state
     /// word, so notifies stop scheduling it; 3. every event still queued is
     /// handed to `leftover`. Events a producer admitted before step 1 but
-    /// links after step 3 stay in the queue and are dropped with the mailbox.
+    /// makes ready after step 3 stay in the queue and are dropped with the
+    /// mailbox.
     pub fn complete(mut self, mut leftover: impl FnMut(T)) {
         // Release: pairs with the Acquire of `is_closed` and of a refused
         // admit, so a sender refused `Closed` sees everything the process

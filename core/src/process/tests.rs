@@ -86,6 +86,104 @@ fn queued_values_are_dropped_with_the_mailbox() {
     assert_eq!(Arc::strong_count(&token), 1);
 }
 
+/// Values go in and out across several block boundaries, with pops
+/// interleaved so the consumer crosses blocks the producer linked while it
+/// was reading.
+#[test]
+fn events_cross_blocks_in_order() {
+    let m = Mailbox::new();
+    let total = 3 * BLOCK_CAP + 5;
+    let mut next_in = 0;
+    let mut next_out = 0;
+    let mut s = m.transition_to_running().unwrap();
+    while next_out < total {
+        // Push 3, pop 2: the queue grows by one each round.
+        for _ in 0..3 {
+            if next_in < total {
+                let _ = m.send(next_in, None).unwrap();
+                next_in += 1;
+            }
+        }
+        for _ in 0..2 {
+            if let Some(v) = s.pop() {
+                assert_eq!(v, next_out, "FIFO across blocks");
+                next_out += 1;
+            }
+        }
+    }
+    assert_eq!(s.pop(), None);
+    let _ = s.finish(Wait::Idle);
+}
+
+/// After a warm-up, traffic that keeps at most two blocks' worth queued
+/// allocates no block: the consumer's recycled blocks are relinked ahead of
+/// the producers (README, "The event queue", R4).
+#[test]
+fn steady_traffic_recycles_blocks_and_allocates_nothing() {
+    let q = mpsc::Queue::<u64>::new();
+    let burst = 2 * BLOCK_CAP as u64;
+    let rounds = if cfg!(miri) { 8 } else { 200 };
+    let mut next = 0u64;
+    let mut expect = 0u64;
+    let mut grown_after_warmup = None;
+    for round in 0..rounds {
+        for _ in 0..burst {
+            q.push(next);
+            next += 1;
+        }
+        loop {
+            // SAFETY: one thread, so one consumer and ordered pops.
+            match unsafe { q.pop() } {
+                mpsc::Pop::Data(v) => {
+                    assert_eq!(v, expect);
+                    expect += 1;
+                }
+                mpsc::Pop::Empty => break,
+                mpsc::Pop::Inconsistent => panic!("no producer is mid-push"),
+            }
+        }
+        if round == 3 {
+            grown_after_warmup = Some(q.grown.load(Ordering::Relaxed));
+        }
+    }
+    assert_eq!(expect, next);
+    let warm = grown_after_warmup.unwrap();
+    assert!(warm >= 1, "the traffic never left the first block");
+    assert_eq!(
+        q.grown.load(Ordering::Relaxed),
+        warm,
+        "a block was allocated in steady state"
+    );
+}
+
+/// Values queued in several blocks, after some blocks were consumed and
+/// recycled, are dropped with the mailbox, each once.
+#[test]
+fn values_queued_across_blocks_are_dropped_with_the_mailbox() {
+    let token = Arc::new(());
+    let m = Mailbox::new();
+    let n = 3 * BLOCK_CAP + 3;
+    for _ in 0..n {
+        let _ = m.send(token.clone(), None).unwrap();
+    }
+    let mut s = m.transition_to_running().unwrap();
+    // Read past the first block boundary and a bit beyond, so the first
+    // block is recycled while values are still queued behind it.
+    for _ in 0..BLOCK_CAP + 2 {
+        drop(s.pop().unwrap());
+    }
+    let _ = s.finish(Wait::Idle);
+    for _ in 0..BLOCK_CAP {
+        let _ = m.send(token.clone(), None).unwrap();
+    }
+    assert_eq!(
+        Arc::strong_count(&token),
+        1 + n - (BLOCK_CAP + 2) + BLOCK_CAP
+    );
+    drop(m);
+    assert_eq!(Arc::strong_count(&token), 1);
+}
+
 /// Producers on several threads; one consumer that steps the process as a
 /// worker would (requeue means "step again"). Every event is popped exactly
 /// once, in per-producer order, and the process is never scheduled while it
@@ -104,7 +202,12 @@ fn stress_every_event_popped_once_in_per_sender_order() {
             for i in 0..PER {
                 let sent = m.send((p, i), None).unwrap();
                 if sent.schedule {
-                    scheduled.fetch_add(1, Ordering::Relaxed);
+                    // Release: pairs with the consumer's Acquire load, as a
+                    // run queue's push and pop do: the entry carries the
+                    // notify's READY with it. (Relaxed let Miri's weak
+                    // memory hand the consumer a stale IDLE, and
+                    // `transition_to_running` rightly refused it.)
+                    scheduled.fetch_add(1, Ordering::Release);
                 }
             }
         }));
@@ -114,7 +217,8 @@ fn stress_every_event_popped_once_in_per_sender_order() {
     let mut steps = 0u64;
     // Consumer: runs whenever there is an outstanding entry.
     while total < PRODUCERS * PER {
-        if scheduled.load(Ordering::Relaxed) == 0 {
+        // Acquire: pairs with the producers' Release above.
+        if scheduled.load(Ordering::Acquire) == 0 {
             thread::yield_now();
             continue;
         }

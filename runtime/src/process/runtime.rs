@@ -48,6 +48,36 @@ const SEND_CACHE: usize = 256;
 
 pub mod sim;
 
+/// The send cache's hasher. A PID is two `u32`s that are already spread
+/// (a slab index and a generation), so FxHash's rotate-xor-multiply is
+/// enough; SipHash, std's default, costs more than the rest of a send's
+/// lookup.
+#[derive(Debug, Default, Clone, Copy)]
+struct PidHasher(u64);
+
+impl PidHasher {
+    fn add(&mut self, x: u64) {
+        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl std::hash::Hasher for PidHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        bytes.iter().for_each(|&b| self.add(u64::from(b)));
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.add(u64::from(n));
+    }
+}
+
+/// A worker's cache of the cells its processes sent to.
+type SendCache<M> = HashMap<Pid, Arc<Cell<M>>, std::hash::BuildHasherDefault<PidHasher>>;
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -664,7 +694,7 @@ pub struct StepOutput<'a, M: Send + 'static> {
     woken: &'a mut Vec<Arc<Cell<M>>>,
     /// The worker's id (its counters) and its cache of PIDs it sent to.
     worker: usize,
-    cache: &'a mut HashMap<Pid, Arc<Cell<M>>>,
+    cache: &'a mut SendCache<M>,
     commands: Vec<(Tag, Command<M>)>,
     status: Status<M>,
 }
@@ -1452,7 +1482,7 @@ struct ProcWorker<M: Send + 'static> {
     inner: Arc<Inner<M>>,
     events: Vec<Event<M>>,
     woken: Vec<Arc<Cell<M>>>,
-    cache: HashMap<Pid, Arc<Cell<M>>>,
+    cache: SendCache<M>,
     steps_since_timers: u32,
 }
 
@@ -1472,7 +1502,7 @@ impl<M: Send + 'static> ProcWorker<M> {
             inner: inner.clone(),
             events: Vec::new(),
             woken: Vec::new(),
-            cache: HashMap::new(),
+            cache: SendCache::default(),
             steps_since_timers: 0,
         }
     }
@@ -1519,6 +1549,9 @@ fn worker_main<M: Send + 'static>(
 }
 
 fn run_loop<M: Send + 'static>(w: &mut ProcWorker<M>) {
+    // One clone for the loop, not one per step: both workers bumping the
+    // shared count each step would bounce its cache line between them.
+    let inner = w.inner.clone();
     let mut idle = TieredIdle::new(w.inner.spin_iters, w.inner.park_timeout);
     let mut trace = NoopTrace;
     loop {
@@ -1529,7 +1562,7 @@ fn run_loop<M: Send + 'static>(w: &mut ProcWorker<M>) {
                 if w.steps_since_timers >= TIMER_CHECK_INTERVAL {
                     fire_timers(w);
                 }
-                run_cell(w, cell);
+                run_cell(w, &inner, cell);
             }
             Found::Exit => return,
             Found::Idle => {
@@ -1577,8 +1610,7 @@ fn until_next_timer(driver: &Driver) -> Option<Duration> {
 }
 
 /// Runs one process entry: one step (README.md, "Worker").
-fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
-    let inner = w.inner.clone();
+fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cell: Arc<Cell<M>>) {
     let id = w.core.id;
     // 1. READY -> RUNNING, or a stale entry.
     let Some(mut token) = cell.mailbox.transition_to_running() else {
@@ -1629,7 +1661,7 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
     let (result, commands, status) = {
         let mut out = StepOutput {
             cell: &cell,
-            inner: &inner,
+            inner,
             woken: &mut woken,
             worker: id,
             cache: &mut cache,
@@ -1655,7 +1687,7 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
             Counters::add(&inner.counters[id].panicked, 1);
             drop(commands);
             end_process(
-                &inner,
+                inner,
                 &cell,
                 token,
                 ExitReason::Panicked(panic_text(&*payload)),
@@ -1666,22 +1698,15 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, cell: Arc<Cell<M>>) {
         Ok(()) => match status {
             Status::Complete(value) => {
                 Counters::add(&inner.counters[id].completed, 1);
-                dispatch(&inner, &cell, commands, &mut sink);
-                end_process(
-                    &inner,
-                    &cell,
-                    token,
-                    ExitReason::Completed,
-                    value,
-                    &mut sink,
-                );
+                dispatch(inner, &cell, commands, &mut sink);
+                end_process(inner, &cell, token, ExitReason::Completed, value, &mut sink);
             }
             Status::Fail(e) => {
                 Counters::add(&inner.counters[id].failed, 1);
-                end_process(&inner, &cell, token, ExitReason::Failed(e), None, &mut sink);
+                end_process(inner, &cell, token, ExitReason::Failed(e), None, &mut sink);
             }
             status => {
-                dispatch(&inner, &cell, commands, &mut sink);
+                dispatch(inner, &cell, commands, &mut sink);
                 let wait = match status {
                     Status::Blocked => Wait::Blocked,
                     Status::Running => Wait::Yield,

@@ -541,7 +541,7 @@ pub fn simulate_processes(cfg: ProcSimConfig) -> ProcSimReport {
         let mut rec = Recorder { log: &log };
         match state[id] {
             VState::Running => match sched::find_task(&mut ws[id], &mut rec) {
-                Found::Task(cell) => super::run_cell(&mut ws[id], cell),
+                Found::Task(cell) => super::run_cell(&mut ws[id], &inner, cell),
                 Found::Idle => state[id] = VState::Idle,
                 Found::Exit => state[id] = VState::Exited,
             },
