@@ -14,23 +14,12 @@ mod common;
 mod gitc;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 
 use common::{github_token, tempdir, Run};
-use gitc::{commit_file, git, git_present, init, paths_and_secrets, scan_git};
+use gitc::{
+    commit_file, git, git_present, init, loose_object as loose, paths_and_secrets, scan_git,
+};
 use serde_json::Value;
-
-/// The loose object file of `id`, made writable.
-fn loose(dir: &Path, id: &str) -> PathBuf {
-    let file = dir.join(".git/objects").join(&id[..2]).join(&id[2..]);
-    let mut perms = std::fs::metadata(&file)
-        .expect("a fresh repository keeps loose objects")
-        .permissions();
-    #[allow(clippy::permissions_set_readonly_false)]
-    perms.set_readonly(false);
-    std::fs::set_permissions(&file, perms).unwrap();
-    file
-}
 
 fn skipped(run: &Run) -> Vec<Value> {
     run.json()["skipped"].as_array().unwrap().clone()

@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use common::{github_token, tempdir, Run};
-use gitc::{commit_file, committed_then_removed, git, init, remove_file, scan_git};
+use gitc::{commit_file, committed_then_removed, git, init, loose_object, remove_file, scan_git};
 use serde_json::Value;
 
 fn json_findings(run: &Run) -> Vec<Value> {
@@ -490,8 +490,7 @@ fn a_missing_blob_is_named_unreadable_and_the_rest_is_scanned() {
     let token = github_token(19);
     commit_file(dir, "k.env", &format!("T={token}\n"), "secret");
     let blob = git(dir, &["rev-parse", "HEAD~1:victim.txt"]);
-    let loose = dir.join(".git/objects").join(&blob[..2]).join(&blob[2..]);
-    std::fs::remove_file(&loose).expect("a fresh repository keeps loose objects");
+    std::fs::remove_file(loose_object(dir, &blob)).unwrap();
     let run = scan_git(dir, &["-f", "json", "--metrics"]);
     // The report is complete but the history is not: exit 2, after it.
     assert_eq!(run.code, Some(2), "{}", run.stderr);

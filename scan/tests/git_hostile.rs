@@ -14,7 +14,7 @@ mod gitc;
 use std::path::Path;
 
 use common::{github_token, tempdir, Run};
-use gitc::{commit_file, git, git_with_input, init, paths_and_secrets, scan_git};
+use gitc::{commit_file, git, git_with_input, init, loose_object, paths_and_secrets, scan_git};
 use serde_json::Value;
 
 fn skipped(run: &Run) -> Vec<Value> {
@@ -154,15 +154,8 @@ fn a_truncated_loose_object_is_named_and_the_rest_is_scanned_with_exit_2() {
     let t = tempdir();
     let dir = t.path();
     let (victim, token) = victim_and_token(dir, 63);
-    let file = dir
-        .join(".git/objects")
-        .join(&victim[..2])
-        .join(&victim[2..]);
+    let file = loose_object(dir, &victim);
     let bytes = std::fs::read(&file).unwrap();
-    let mut perms = std::fs::metadata(&file).unwrap().permissions();
-    #[allow(clippy::permissions_set_readonly_false)]
-    perms.set_readonly(false);
-    std::fs::set_permissions(&file, perms).unwrap();
     std::fs::write(&file, &bytes[..bytes.len() / 3]).unwrap();
     let run = scan_git(dir, &["-f", "json"]);
     assert_partial_with_victim_named(&run, &victim, &token);

@@ -11,7 +11,7 @@ mod common;
 mod gitc;
 
 use common::{github_token, tempdir};
-use gitc::{commit_file, git, init, scan_git};
+use gitc::{commit_file, git, init, loose_object, scan_git};
 
 fn secrets(run: &common::Run) -> Vec<String> {
     run.findings()
@@ -127,7 +127,7 @@ fn a_run_that_could_not_read_an_object_does_not_advance_the_state() {
     init(dir);
     commit_file(dir, "victim.txt", "will vanish\n", "victim");
     let blob = git(dir, &["rev-parse", "HEAD:victim.txt"]);
-    std::fs::remove_file(dir.join(".git/objects").join(&blob[..2]).join(&blob[2..])).unwrap();
+    std::fs::remove_file(loose_object(dir, &blob)).unwrap();
     let state = t.path().join("state.json");
     let run = scan_git(dir, &["-f", "json", "--state", state.to_str().unwrap()]);
     assert_eq!(run.code, Some(2), "{}", run.stderr);

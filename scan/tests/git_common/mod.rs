@@ -56,6 +56,20 @@ pub fn git_with_input(dir: &Path, args: &[&str], input: &[u8]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
+/// The loose object file of `id` in the repository at `dir`, made
+/// writable (git writes loose objects read-only), so a test can corrupt
+/// or remove it.
+pub fn loose_object(dir: &Path, id: &str) -> std::path::PathBuf {
+    let file = dir.join(".git/objects").join(&id[..2]).join(&id[2..]);
+    let mut perms = std::fs::metadata(&file)
+        .expect("a fresh repository keeps loose objects")
+        .permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&file, perms).unwrap();
+    file
+}
+
 pub fn init(dir: &Path) {
     git(dir, &["init", "-q", "-b", "main"]);
 }
