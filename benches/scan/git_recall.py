@@ -61,28 +61,24 @@ def magpie_dir(scan, d):
     return [("", f["secret"]) for f in json.loads(out.stdout)["findings"]]
 
 
-def gitleaks_dir(binary, d):
-    report = d + ".gitleaks.json"
+def gitleaks_run(binary, mode, target, report):
+    """`gitleaks git REPO` or `gitleaks dir DIR`: (commit, secret) pairs."""
     subprocess.run(
-        [binary, "dir", d, "--report-format", "json", "--report-path", report,
-         "--no-banner", "--log-level", "error", "--exit-code", "0"],
-        capture_output=True,
-        check=True,
-    )
-    with open(report) as f:
-        return [("", x.get("Secret", "") or x.get("Match", "")) for x in json.load(f)]
-
-
-def gitleaks(binary, repo, tmp):
-    report = os.path.join(tmp, "gitleaks.json")
-    subprocess.run(
-        [binary, "git", repo, "--report-format", "json", "--report-path", report,
+        [binary, mode, target, "--report-format", "json", "--report-path", report,
          "--no-banner", "--log-level", "error", "--exit-code", "0"],
         capture_output=True,
         check=True,
     )
     with open(report) as f:
         return [(x.get("Commit", ""), x.get("Secret", "") or x.get("Match", "")) for x in json.load(f)]
+
+
+def gitleaks_dir(binary, d):
+    return gitleaks_run(binary, "dir", d, d + ".gitleaks.json")
+
+
+def gitleaks(binary, repo, tmp):
+    return gitleaks_run(binary, "git", repo, os.path.join(tmp, "gitleaks.json"))
 
 
 def coverage(tool, truth, tmp):
