@@ -310,6 +310,72 @@ fn install_blocks_until_a_worker_ran_the_job() {
     });
 }
 
+/// X1-X3: worker 0 of the toy pool installs into a second pool (one worker
+/// thread with its own queue) and waits by working in its own; the job
+/// borrows the caller's frame, and its panic comes back.
+#[test]
+fn cross_install_returns_once_the_other_pools_worker_ran_the_job() {
+    with_pool(|ctx| {
+        let b_queue: Arc<Mutex<Vec<JobRef>>> = Arc::new(Mutex::new(Vec::new()));
+        let b_parker = Parker::new();
+        let b_unparker = b_parker.unparker();
+        let b_done = Arc::new(AtomicBool::new(false));
+        let b_worker = {
+            let (b_queue, b_done) = (b_queue.clone(), b_done.clone());
+            thread::spawn(move || {
+                while !b_done.load(Ordering::Acquire) {
+                    let job = b_queue.lock().unwrap().pop();
+                    match job {
+                        // B acts on a wake by unparking its own worker: a
+                        // cross latch must never ask it to.
+                        Some(job) => assert_eq!(job.execute(), Wake::Nobody),
+                        None => {
+                            let _ = b_parker.park_timeout(Duration::from_micros(100));
+                        }
+                    }
+                }
+            })
+        };
+        let owner = ctx.pool.unparkers[0].clone();
+        for i in 0..N {
+            let mut seen = 0;
+            let r = join::install_cross(
+                ctx,
+                owner.clone(),
+                || {
+                    seen = i;
+                    i * 2
+                },
+                |job| {
+                    b_queue.lock().unwrap().push(job);
+                    b_unparker.unpark();
+                    Ok(())
+                },
+            );
+            assert_eq!((r, seen), (i * 2, i));
+        }
+        let r = panic::catch_unwind(AssertUnwindSafe(|| {
+            join::install_cross(
+                ctx,
+                owner.clone(),
+                || panic!("cross-installed job failed"),
+                |job| {
+                    b_queue.lock().unwrap().push(job);
+                    b_unparker.unpark();
+                    Ok::<(), JobRef>(())
+                },
+            )
+        }));
+        assert_eq!(
+            r.unwrap_err().downcast_ref::<&str>(),
+            Some(&"cross-installed job failed")
+        );
+        b_done.store(true, Ordering::Release);
+        b_unparker.unpark();
+        b_worker.join().unwrap();
+    });
+}
+
 #[test]
 fn install_refused_gives_the_job_back_and_panics() {
     let r = panic::catch_unwind(|| join::install(|| 1, Err));

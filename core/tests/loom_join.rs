@@ -328,3 +328,50 @@ fn install_from_outside_returns_the_value_once_a_worker_ran_it() {
         worker.join().unwrap();
     });
 }
+
+// protocol: join X1 X2 X3 L2 L5
+// broken-variant: cross_latch_returns_wake; class: lost wakeup; expects: deadlock
+#[test]
+fn cross_pool_install_wakes_its_owner_with_the_value() {
+    loom::model(|| {
+        // Pool A's worker 0 (the model's main thread, with an empty local
+        // queue) installs into pool B, whose worker 0 polls B's queue (the
+        // slot), runs the job and acts on the set's `Wake` as B's registry
+        // does: by unparking B's worker with that index. B has one worker,
+        // the thread itself, so that unpark reaches nobody A needs.
+        let (mut a_worker, _a_slot, a_unparker) = owner();
+        let b_queue: Slot = Arc::new(Mutex::new(None));
+        let b_worker = {
+            let b_queue = b_queue.clone();
+            thread::spawn(move || {
+                let b_parker = Parker::new();
+                loop {
+                    let job = b_queue.lock().unwrap().take();
+                    if let Some(job) = job {
+                        if let Wake::Worker(0) = job.execute() {
+                            b_parker.unparker().unpark();
+                        }
+                        return;
+                    }
+                    thread::yield_now();
+                }
+            })
+        };
+        let input = Cell(UnsafeCell::new(0u32));
+        // SAFETY: not shared yet.
+        input.0.with_mut(|p| unsafe { *p = 40 });
+        let input = &input;
+        let v = join::install_cross(
+            &mut a_worker,
+            a_unparker,
+            // SAFETY: written before the inject, read-only from here on.
+            move || input.0.with(|p| unsafe { *p }) + 2,
+            |job| {
+                *b_queue.lock().unwrap() = Some(job);
+                Ok(())
+            },
+        );
+        assert_eq!(v, 42, "the installed job's value was lost");
+        b_worker.join().unwrap();
+    });
+}

@@ -346,6 +346,55 @@ fn join_in_pool_b_from_a_job_of_pool_a() {
     });
 }
 
+/// A -> B -> A with one worker in A: B's job installs back on A while A's
+/// only worker waits for B. That worker must run the inner job while it
+/// waits (a blocked worker would deadlock here: the hang detector fires).
+#[test]
+fn installs_crossing_back_and_forth_between_two_pools_do_not_deadlock() {
+    within(|| {
+        let a = std::sync::Arc::new(pool(1));
+        let b = pool(1);
+        let a2 = a.clone();
+        let r = a.install(|| {
+            let outer = std::thread::current().id();
+            b.install(move || {
+                let inner_thread = a2.install(|| (std::thread::current().id(), fib(15)));
+                assert_eq!(inner_thread.0, outer, "A's only worker ran the inner job");
+                inner_thread.1 + 1
+            })
+        });
+        assert_eq!(r, seq_fib(15) + 1);
+    });
+}
+
+/// While A's worker waits in `B.install`, work pushed onto A (here a job
+/// injected from outside A) still runs on it: B's job waits for a flag
+/// only A's work sets.
+#[test]
+fn a_worker_waiting_in_another_pools_install_keeps_running_its_own_pool() {
+    within(|| {
+        let a = std::sync::Arc::new(pool(1));
+        let b = pool(1);
+        let done = std::sync::Arc::new(AtomicBool::new(false));
+        let (a2, done2) = (a.clone(), done.clone());
+        // An outside thread injects into A once B's job has started.
+        let (started_tx, started_rx) = mpsc::channel::<()>();
+        let helper = std::thread::spawn(move || {
+            started_rx.recv().unwrap();
+            a2.install(|| done2.store(true, Ordering::Release));
+        });
+        a.install(|| {
+            b.install(move || {
+                started_tx.send(()).unwrap();
+                while !done.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+            })
+        });
+        helper.join().unwrap();
+    });
+}
+
 #[test]
 fn one_worker_pool_runs_joins_and_scopes_without_deadlock() {
     within(|| {

@@ -6,6 +6,10 @@
 //!   (README.md, L1-L5).
 //! - [`LockLatch`]: for a caller outside the pool, which blocks on a condvar
 //!   (README.md, B1-B3).
+//! - [`CrossLatch`]: a [`CoreLatch`] whose owner is a worker of *another*
+//!   pool (an `install` from a worker of pool A into pool B): the owner keeps
+//!   working in A while it waits, and the setter, a worker of B, wakes it
+//!   through A's unparker itself (README.md, X1-X3).
 //!
 //! A latch lives inside a job on its owner's stack (or inside a scope). The
 //! set is the last thing the setting thread does with that memory: the owner
@@ -15,6 +19,7 @@
 
 use core::fmt;
 
+use crate::park::Unparker;
 use crate::sync::atomic::{AtomicU8, Ordering};
 use crate::sync::{Arc, Condvar, Mutex};
 
@@ -296,5 +301,75 @@ impl Latch for LockLatch {
 
     fn probe(&self) -> bool {
         *self.inner.set.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A [`CoreLatch`] for an owner that is a worker of another pool than the
+/// one that runs the job (X1-X3 in README.md).
+///
+/// The pool that runs the job acts on a [`Wake::Worker`] by unparking *its
+/// own* worker with that index, which is the wrong thread here. So the set
+/// wakes the owner itself, through the owner's [`Unparker`], and always
+/// returns [`Wake::Nobody`].
+pub struct CrossLatch {
+    latch: CoreLatch,
+    owner: Unparker,
+}
+
+impl CrossLatch {
+    /// An unset latch owned by worker `owner` of a pool, woken through
+    /// `unparker` (that worker's).
+    pub fn new(owner: usize, unparker: Unparker) -> Self {
+        CrossLatch {
+            latch: CoreLatch::new(owner),
+            owner: unparker,
+        }
+    }
+
+    /// The state word the owner waits on (L2, L5 as for any `CoreLatch`).
+    pub fn core(&self) -> &CoreLatch {
+        &self.latch
+    }
+}
+
+impl sealed::Sealed for CrossLatch {}
+
+impl Latch for CrossLatch {
+    /// X2: clone the owner's unparker while the latch is surely live, then
+    /// the `CoreLatch` swap (L3), then, if the owner slept, unpark it through
+    /// the clone (the latch may be freed by then).
+    unsafe fn set(this: *const Self) -> Wake {
+        // SAFETY: the caller guarantees `this` is live here; the owner cannot
+        // leave its wait before the swap below.
+        let owner = unsafe { (*this).owner.clone() };
+        // SAFETY: live until this call's swap, which is its last access.
+        let wake = unsafe { CoreLatch::set(core::ptr::addr_of!((*this).latch)) };
+        #[cfg(not(magpie_broken = "cross_latch_returns_wake"))]
+        {
+            if let Wake::Worker(_) = wake {
+                owner.unpark();
+            }
+            Wake::Nobody
+        }
+        #[cfg(magpie_broken = "cross_latch_returns_wake")]
+        {
+            // Broken: hands the wake to the pool that ran the job, which
+            // unparks its own worker with that index, not the owner.
+            drop(owner);
+            wake
+        }
+    }
+
+    #[inline]
+    fn probe(&self) -> bool {
+        self.latch.probe()
+    }
+}
+
+impl fmt::Debug for CrossLatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CrossLatch")
+            .field("latch", &self.latch)
+            .finish_non_exhaustive()
     }
 }

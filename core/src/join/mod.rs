@@ -26,12 +26,14 @@ mod scope;
 
 pub use job::{HeapJob, JobRef, JobResult, Payload};
 pub use latch::{
-    CoreLatch, FallAsleep, Latch, LockLatch, Snapshot, Wake, WakeUp, SET, SLEEPING, STATE_MASK,
-    UNSET,
+    CoreLatch, CrossLatch, FallAsleep, Latch, LockLatch, Snapshot, Wake, WakeUp, SET, SLEEPING,
+    STATE_MASK, UNSET,
 };
 pub use scope::{scope, JobSink, Scope};
 
 use job::StackJob;
+
+use crate::park::Unparker;
 
 /// How a worker of a pool takes part in a fork-join: the policy half of
 /// [`join`] and [`scope`]. The runtime implements it for a pool worker.
@@ -172,6 +174,44 @@ where
     match inject(job_ref) {
         Ok(()) => {
             job.latch.wait();
+            guard.disarm();
+            job.take_result().into_return_value()
+        }
+        Err(back) => {
+            assert!(job.is_mine(&back), "install got another job back");
+            guard.disarm();
+            panic!("the pool refused the job: it was shut down");
+        }
+    }
+}
+
+/// Runs `f` on another pool from a worker of this one (X1-X3): `inject` puts
+/// the job in the other pool's global queue, and this worker keeps running
+/// its own pool's work through `ctx` until a worker of the other pool ran it
+/// (rayon's cross-pool install). `unparker` wakes this worker; the other
+/// pool's worker uses it when it sets the latch while this one sleeps.
+/// `f`'s panic is raised again here.
+///
+/// # Panics
+///
+/// If `inject` refuses the job (a pool that shut down).
+pub fn install_cross<C, F, R, P>(ctx: &mut C, unparker: Unparker, f: F, inject: P) -> R
+where
+    C: JoinContext,
+    F: FnOnce() -> R + Send,
+    R: Send,
+    P: FnOnce(JobRef) -> Result<(), JobRef>,
+{
+    let job = StackJob::new(f, CrossLatch::new(ctx.owner(), unparker));
+    let guard = FrameGuard::new(&job.latch);
+    // X1.
+    // SAFETY: J2, the loop below does not end before the latch is set, or we
+    // get the job back unrun; an unwind before either hits the guard.
+    let job_ref = unsafe { job.as_job_ref() };
+    match inject(job_ref) {
+        Ok(()) => {
+            // X3: J5's waiting loop on the latch's state word.
+            wait_until(ctx, job.latch.core());
             guard.disarm();
             job.take_result().into_return_value()
         }

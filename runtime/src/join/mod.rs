@@ -214,15 +214,6 @@ fn current_local() -> Option<Rc<JoinLocal>> {
     WORKER.with(|w| w.borrow().as_ref().map(|w| w.local.clone()))
 }
 
-/// Whether this thread is a worker of `registry`'s pool.
-fn is_worker_of(registry: &Arc<Registry>) -> bool {
-    WORKER.with(|w| {
-        w.borrow()
-            .as_ref()
-            .is_some_and(|w| Arc::ptr_eq(&w.registry, registry))
-    })
-}
-
 /// The policy half of a join or scope on a pool worker
 /// ([`core_join::JoinContext`]).
 struct InWorker {
@@ -506,18 +497,30 @@ impl JoinPool {
     }
 
     /// Runs `op` on this pool and returns its value (or raises its panic).
-    /// On one of this pool's workers, `op` runs right here; from any other
-    /// thread (another pool's worker included), it is injected into the
-    /// pool's global queue and the calling thread blocks until it finished.
+    /// On one of this pool's workers, `op` runs right here. From a worker
+    /// of another pool, it is injected into this pool's global queue and
+    /// the calling worker keeps running its own pool's work until `op`
+    /// finished (so installs that cross back and forth between two pools do
+    /// not deadlock). From any other thread, it is injected and the calling
+    /// thread blocks until it finished.
     pub fn install<OP, R>(&self, op: OP) -> R
     where
         OP: FnOnce() -> R + Send,
         R: Send,
     {
-        if is_worker_of(&self.registry) {
-            return op();
+        match current_local() {
+            Some(local) if Arc::ptr_eq(&local.registry, &self.registry) => op(),
+            Some(local) => {
+                // X1-X3 of core's join README: this worker waits as a joiner
+                // does, in its own pool, and the other pool's worker wakes
+                // it through its own unparker.
+                let unparker = local.registry.sched.remotes[local.id].unparker.clone();
+                core_join::install_cross(&mut InWorker::new(local), unparker, op, |job| {
+                    self.registry.inject(job)
+                })
+            }
+            None => core_join::install(op, |job| self.registry.inject(job)),
         }
-        core_join::install(op, |job| self.registry.inject(job))
     }
 }
 
