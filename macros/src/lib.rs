@@ -10,10 +10,10 @@
 //!
 //! | argument | meaning | default |
 //! | --- | --- | --- |
-//! | `worker_threads = N` | `Builder::worker_threads(N)` | `main`: the builder's (the available cores); `test`: 1 |
+//! | `flavor = "current_thread"` | `Builder::new_current_thread()`: no worker threads, the tasks run on the thread in `block_on` | the default of `test`, as in tokio |
+//! | `flavor = "multi_thread"` | worker threads | the default of `main`, as in tokio |
+//! | `worker_threads = N` | `Builder::worker_threads(N)`; only with the `multi_thread` flavor (an error otherwise, as in tokio) | the builder's (the available cores) |
 //! | `start_paused = true` | `Builder::start_paused(true)`: a paused clock that auto-advances when idle | `false` |
-//! | `flavor = "current_thread"` | `Builder::new_current_thread()`: no worker threads, the tasks run on the thread in `block_on` (no `worker_threads` then) | |
-//! | `flavor = "multi_thread"` | worker threads | the default for both (tokio's `test` defaults to `current_thread`) |
 //!
 //! ```ignore
 //! #[magpie_runtime::main(worker_threads = 2)]
@@ -40,8 +40,9 @@ pub fn main(args: TokenStream, item: TokenStream) -> TokenStream {
     expand(args.into(), item.into(), Kind::Main).into()
 }
 
-/// An `async fn` test on a fresh magpie `Runtime` (one worker unless
-/// `worker_threads = N`): `#[magpie_runtime::test(start_paused = true)]`.
+/// An `async fn` test on a fresh magpie `Runtime`, current-thread unless
+/// `flavor = "multi_thread"` (tokio's default):
+/// `#[magpie_runtime::test(start_paused = true)]`.
 #[proc_macro_attribute]
 pub fn test(args: TokenStream, item: TokenStream) -> TokenStream {
     expand(args.into(), item.into(), Kind::Test).into()
@@ -67,8 +68,19 @@ impl Kind {
 struct Config {
     worker_threads: Option<syn::LitInt>,
     start_paused: Option<syn::LitBool>,
-    /// `flavor = "current_thread"`.
-    current_thread: Option<syn::LitStr>,
+    /// `flavor = "..."`, if given: `true` for `"current_thread"`.
+    flavor: Option<(bool, syn::LitStr)>,
+}
+
+impl Config {
+    /// Whether the runtime is the current-thread flavour: as asked, else
+    /// tokio's default (`test`: current-thread, `main`: multi-thread).
+    fn current_thread(&self, kind: Kind) -> bool {
+        match &self.flavor {
+            Some((current, _)) => *current,
+            None => kind == Kind::Test,
+        }
+    }
 }
 
 fn parse_config(args: TokenStream2) -> syn::Result<Config> {
@@ -100,9 +112,11 @@ fn parse_config(args: TokenStream2) -> syn::Result<Config> {
                 config.worker_threads = Some(n);
             }
             ("start_paused", Lit::Bool(b)) => config.start_paused = Some(b),
-            ("flavor", Lit::Str(s)) if s.value() == "multi_thread" => {}
+            ("flavor", Lit::Str(s)) if s.value() == "multi_thread" => {
+                config.flavor = Some((false, s))
+            }
             ("flavor", Lit::Str(s)) if s.value() == "current_thread" => {
-                config.current_thread = Some(s)
+                config.flavor = Some((true, s))
             }
             ("flavor", Lit::Str(s)) => {
                 return Err(syn::Error::new(
@@ -124,13 +138,23 @@ fn parse_config(args: TokenStream2) -> syn::Result<Config> {
             }
         }
     }
-    if let (Some(_), Some(n)) = (&config.current_thread, &config.worker_threads) {
-        return Err(syn::Error::new(
-            n.span(),
-            "the `worker_threads` option requires the `multi_thread` runtime flavor",
-        ));
-    }
     Ok(config)
+}
+
+/// `worker_threads` needs the multi-thread flavour, which `test` has only
+/// when asked for (tokio's rule and message).
+fn check_flavor(config: &Config, kind: Kind) -> syn::Result<()> {
+    match &config.worker_threads {
+        Some(n) if config.current_thread(kind) => Err(syn::Error::new(
+            n.span(),
+            format!(
+                "the `worker_threads` option requires the `multi_thread` runtime flavor: \
+                 use `#[magpie_runtime::{}(flavor = \"multi_thread\")]`",
+                kind.name()
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 fn expand(args: TokenStream2, item: TokenStream2, kind: Kind) -> TokenStream2 {
@@ -138,7 +162,7 @@ fn expand(args: TokenStream2, item: TokenStream2, kind: Kind) -> TokenStream2 {
         Ok(f) => f,
         Err(e) => return with_error(item, e),
     };
-    let config = match parse_config(args) {
+    let config = match parse_config(args).and_then(|c| check_flavor(&c, kind).map(|()| c)) {
         Ok(c) => c,
         Err(e) => return with_error(quote!(#input), e),
     };
@@ -162,15 +186,14 @@ fn expand(args: TokenStream2, item: TokenStream2, kind: Kind) -> TokenStream2 {
     }
     input.sig.asyncness = None;
 
-    let builder = match &config.current_thread {
-        Some(_) => quote!(::magpie_runtime::Builder::new_current_thread()),
-        None => quote!(::magpie_runtime::Runtime::builder()),
+    let builder = if config.current_thread(kind) {
+        quote!(::magpie_runtime::Builder::new_current_thread())
+    } else {
+        quote!(::magpie_runtime::Runtime::builder())
     };
-    let workers = match (&config.worker_threads, kind, &config.current_thread) {
-        (_, _, Some(_)) => quote!(),
-        (Some(n), _, None) => quote!(.worker_threads(#n)),
-        (None, Kind::Test, None) => quote!(.worker_threads(1)),
-        (None, Kind::Main, None) => quote!(),
+    let workers = match &config.worker_threads {
+        Some(n) => quote!(.worker_threads(#n)),
+        None => quote!(),
     };
     let paused = config
         .start_paused
@@ -217,4 +240,53 @@ fn expand(args: TokenStream2, item: TokenStream2, kind: Kind) -> TokenStream2 {
 fn with_error(item: TokenStream2, e: syn::Error) -> TokenStream2 {
     let e = e.to_compile_error();
     quote! { #item #e }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expanded(args: TokenStream2, kind: Kind) -> String {
+        let item = quote!(
+            async fn t() {}
+        );
+        expand(args, item, kind).to_string()
+    }
+
+    // `test` alone names this crate's attribute.
+    #[::core::prelude::v1::test]
+    fn test_defaults_to_the_current_thread_flavor_and_main_to_worker_threads() {
+        let t = expanded(quote!(), Kind::Test);
+        assert!(t.contains("new_current_thread"), "{t}");
+        let m = expanded(quote!(), Kind::Main);
+        assert!(m.contains("Runtime :: builder"), "{m}");
+        assert!(!m.contains("new_current_thread"), "{m}");
+        let t = expanded(
+            quote!(flavor = "multi_thread", worker_threads = 3),
+            Kind::Test,
+        );
+        assert!(t.contains("Runtime :: builder"), "{t}");
+        assert!(t.contains("worker_threads (3)"), "{t}");
+    }
+
+    // `test` alone names this crate's attribute.
+    #[::core::prelude::v1::test]
+    fn worker_threads_without_the_multi_thread_flavor_is_tokios_error() {
+        for (args, kind) in [
+            (quote!(worker_threads = 2), Kind::Test),
+            (
+                quote!(flavor = "current_thread", worker_threads = 2),
+                Kind::Main,
+            ),
+        ] {
+            let out = expanded(args, kind);
+            assert!(out.contains("compile_error"), "{out}");
+            assert!(
+                out.contains("requires the `multi_thread` runtime flavor"),
+                "{out}"
+            );
+        }
+        let ok = expanded(quote!(worker_threads = 2), Kind::Main);
+        assert!(!ok.contains("compile_error"), "{ok}");
+    }
 }

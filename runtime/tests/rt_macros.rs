@@ -8,17 +8,24 @@ use magpie_runtime::time::{self, Instant};
 use magpie_runtime::{spawn, Handle};
 
 #[magpie_runtime::test]
-async fn test_attribute_runs_the_body_on_a_one_worker_runtime() {
+async fn test_attribute_runs_the_body_on_the_current_thread_by_default() {
+    // tokio's default for `test`: the tasks run on the test's own thread.
+    let me = std::thread::current().id();
     assert_eq!(Handle::current().metrics().workers, 1);
-    assert_eq!(spawn(async { 6 * 7 }).await.unwrap(), 42);
+    assert_eq!(
+        spawn(async { (std::thread::current().id(), 6 * 7) })
+            .await
+            .unwrap(),
+        (me, 42)
+    );
 }
 
-#[magpie_runtime::test(worker_threads = 3)]
+#[magpie_runtime::test(flavor = "multi_thread", worker_threads = 3)]
 async fn worker_threads_sets_the_worker_count() {
     assert_eq!(Handle::current().metrics().workers, 3);
 }
 
-#[magpie_runtime::test(start_paused = true, worker_threads = 2)]
+#[magpie_runtime::test(flavor = "multi_thread", start_paused = true, worker_threads = 2)]
 async fn start_paused_gives_a_clock_that_auto_advances() {
     let start = Instant::now();
     time::sleep(Duration::from_secs(24 * 3600)).await;
