@@ -278,6 +278,41 @@ fn a_panicking_local_task_becomes_a_join_error_and_the_others_go_on() {
     assert_eq!(other, 5);
 }
 
+/// A local task has an id of its own, as in tokio: `task::id()` inside it,
+/// its handle's `id()`, and its `JoinError`'s `id()` (panic and abort) are
+/// the same, and differ from the id of the task that runs the set.
+#[test]
+fn a_local_task_has_its_own_id_in_task_id_its_handle_and_its_join_error() {
+    use magpie_runtime::task;
+    let rt = mt(1);
+    let local = LocalSet::new();
+    local.block_on(&rt, async {
+        let outer = task::try_id();
+        let h = spawn_local(async { task::id() });
+        let want = h.id();
+        assert_eq!(h.await.unwrap(), want);
+        assert_ne!(Some(want), outer);
+        // After the local task's poll, the outer id is back.
+        assert_eq!(task::try_id(), outer);
+
+        let bad = spawn_local(async {
+            yield_now().await;
+            panic!("local boom");
+        });
+        let bad_id = bad.id();
+        assert_eq!(bad.await.unwrap_err().id(), bad_id);
+
+        let pending = spawn_local(std::future::pending::<()>());
+        let pending_id = pending.id();
+        yield_now().await;
+        pending.abort();
+        let err = pending.await.unwrap_err();
+        assert!(err.is_cancelled());
+        assert_eq!(err.id(), pending_id);
+        assert!(want != bad_id && bad_id != pending_id);
+    });
+}
+
 /// More woken tasks than one tick: the set yields to the runtime between
 /// ticks and still finishes them all, with its tasks spawning more.
 #[test]

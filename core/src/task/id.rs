@@ -22,6 +22,15 @@ impl TaskId {
     pub(crate) fn next() -> TaskId {
         TaskId(imp::next())
     }
+
+    /// A fresh id, unique among every task's, for a task a runtime keeps
+    /// outside magpie-core's task cells (magpie-runtime's `!Send` local
+    /// tasks), so that its [`JoinError`](super::JoinError)s and
+    /// `task::id()` name it as tokio's do.
+    #[inline]
+    pub fn fresh() -> TaskId {
+        Self::next()
+    }
 }
 
 impl fmt::Debug for TaskId {

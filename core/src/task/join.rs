@@ -211,6 +211,19 @@ impl JoinError {
         }
     }
 
+    /// The error of task `id` that was cancelled, for a runtime that keeps
+    /// tasks outside magpie-core's cells (their handles resolve to the same
+    /// error type as every other task's).
+    pub fn new_cancelled(id: TaskId) -> Self {
+        Self::cancelled(id)
+    }
+
+    /// The error of task `id` that panicked with `payload` (see
+    /// [`new_cancelled`](Self::new_cancelled)).
+    pub fn new_panic(id: TaskId, payload: Box<dyn Any + Send + 'static>) -> Self {
+        Self::panic(id, payload)
+    }
+
     /// The task was cancelled (aborted, or dropped at shutdown).
     pub fn is_cancelled(&self) -> bool {
         matches!(self.repr, Repr::Cancelled)

@@ -16,11 +16,11 @@ use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
 use magpie_core::sync::atomic::{AtomicBool, Ordering};
-use magpie_core::task::{self as core_task, JoinError, Notified, OwnedTasks, Schedule};
+use magpie_core::task::{JoinError, TaskId};
 
 use super::Runtime;
 use crate::rt::coop;
@@ -34,6 +34,36 @@ thread_local! {
     /// The set being run (or entered) on this thread: where `spawn_local`
     /// puts its task.
     static CURRENT_LOCAL: RefCell<Option<Rc<LocalContext>>> = const { RefCell::new(None) };
+
+    /// The local task being polled on this thread, if any: what
+    /// `task::id()` returns inside it (set around each poll and drop).
+    static CURRENT_LOCAL_TASK: Cell<Option<TaskId>> = const { Cell::new(None) };
+}
+
+/// The id of the local task being polled (or dropped) on this thread.
+pub(crate) fn current_local_task_id() -> Option<TaskId> {
+    CURRENT_LOCAL_TASK.try_with(Cell::get).ok().flatten()
+}
+
+/// Marks a local task as this thread's current one until dropped (nested
+/// sets restore the outer task's id).
+struct LocalIdGuard(Option<TaskId>);
+
+impl LocalIdGuard {
+    fn enter(id: TaskId) -> Self {
+        LocalIdGuard(
+            CURRENT_LOCAL_TASK
+                .try_with(|c| c.replace(Some(id)))
+                .ok()
+                .flatten(),
+        )
+    }
+}
+
+impl Drop for LocalIdGuard {
+    fn drop(&mut self) {
+        let _ = CURRENT_LOCAL_TASK.try_with(|c| c.set(self.0));
+    }
 }
 
 /// A set of `!Send` tasks that run on the thread that runs the set: inside
@@ -241,9 +271,11 @@ impl LocalContext {
             scheduled: AtomicBool::new(true),
             shared: self.shared.clone(),
         });
+        let task_id = TaskId::fresh();
         let task = LocalTask {
             future: Some(Box::pin(future)),
             join: join.clone(),
+            id: task_id,
         };
         self.tasks.borrow_mut().insert(
             id,
@@ -261,6 +293,7 @@ impl LocalContext {
         LocalJoinHandle {
             join,
             waker: Waker::from(waker),
+            id: task_id,
             _not_send: PhantomData,
         }
     }
@@ -409,6 +442,9 @@ struct JoinCell<T> {
 struct LocalTask<F: Future> {
     future: Option<Pin<Box<F>>>,
     join: Rc<RefCell<JoinCell<F::Output>>>,
+    /// Its id among all tasks' (`TaskId::fresh`): in its `JoinError`s and
+    /// what `task::id()` returns while it runs.
+    id: TaskId,
 }
 
 impl<F: Future> LocalTask<F> {
@@ -430,9 +466,10 @@ impl<F: Future> Future for LocalTask<F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
+        let _current = LocalIdGuard::enter(this.id);
         if this.join.borrow().abort {
             this.future = None;
-            this.finish(Err(cancelled_error()));
+            this.finish(Err(JoinError::new_cancelled(this.id)));
             return Poll::Ready(());
         }
         let Some(future) = this.future.as_mut() else {
@@ -449,7 +486,7 @@ impl<F: Future> Future for LocalTask<F> {
             Err(payload) => {
                 let dropped = catch_unwind(AssertUnwindSafe(|| this.future = None));
                 drop(dropped);
-                this.finish(Err(panic_error(payload)));
+                this.finish(Err(JoinError::new_panic(this.id, payload)));
                 Poll::Ready(())
             }
         }
@@ -463,8 +500,9 @@ impl<F: Future> Drop for LocalTask<F> {
         if self.join.borrow().finished {
             return;
         }
+        let _current = LocalIdGuard::enter(self.id);
         self.future = None;
-        self.finish(Err(cancelled_error()));
+        self.finish(Err(JoinError::new_cancelled(self.id)));
     }
 }
 
@@ -476,6 +514,7 @@ pub struct LocalJoinHandle<T> {
     join: Rc<RefCell<JoinCell<T>>>,
     /// The task's waker: `abort` wakes the task so its set drops it.
     waker: Waker,
+    id: TaskId,
     _not_send: PhantomData<Rc<()>>,
 }
 
@@ -496,6 +535,12 @@ impl<T> LocalJoinHandle<T> {
     /// Whether the task has finished (output ready, cancelled or panicked).
     pub fn is_finished(&self) -> bool {
         self.join.borrow().finished
+    }
+
+    /// The task's id: the one its [`JoinError`] carries and `task::id()`
+    /// returns inside it.
+    pub fn id(&self) -> TaskId {
+        self.id
     }
 }
 
@@ -524,72 +569,5 @@ impl<T> fmt::Debug for LocalJoinHandle<T> {
         f.debug_struct("LocalJoinHandle")
             .field("finished", &self.is_finished())
             .finish()
-    }
-}
-
-// `JoinError` has no public constructor in magpie-core; a local task gets
-// its error from a one-poll proxy task bound to a registry of its own: a
-// cancelled one from a closed registry (the bind cancels it at once), a
-// panic by running a future that resumes the payload (the poll harness
-// catches it). The error's `id()` is the proxy's.
-
-/// The proxies' scheduler: they are run once, inline, and never woken.
-struct ProxySchedule {
-    closed: bool,
-}
-
-impl Schedule for ProxySchedule {
-    fn schedule(&self, task: Notified<Self>) {
-        task.run();
-    }
-
-    fn owned_tasks(&self) -> &OwnedTasks<Self> {
-        if self.closed {
-            closed_registry()
-        } else {
-            open_registry()
-        }
-    }
-}
-
-fn open_registry() -> &'static OwnedTasks<ProxySchedule> {
-    static OPEN: OnceLock<OwnedTasks<ProxySchedule>> = OnceLock::new();
-    OPEN.get_or_init(|| OwnedTasks::new(1))
-}
-
-fn closed_registry() -> &'static OwnedTasks<ProxySchedule> {
-    static CLOSED: OnceLock<OwnedTasks<ProxySchedule>> = OnceLock::new();
-    CLOSED.get_or_init(|| {
-        let r = OwnedTasks::new(1);
-        r.close_and_shutdown_all();
-        r
-    })
-}
-
-fn cancelled_error() -> JoinError {
-    let (entry, join) = closed_registry().bind(async {}, ProxySchedule { closed: true });
-    debug_assert!(entry.is_none(), "the closed registry cancels at bind");
-    drop(entry);
-    proxy_error(join)
-}
-
-fn panic_error(payload: Box<dyn std::any::Any + Send + 'static>) -> JoinError {
-    let (entry, join) = open_registry().bind(
-        async move {
-            std::panic::resume_unwind(payload);
-        },
-        ProxySchedule { closed: false },
-    );
-    if let Some(entry) = entry {
-        entry.run();
-    }
-    proxy_error(join)
-}
-
-fn proxy_error(mut join: core_task::JoinHandle<()>) -> JoinError {
-    let mut cx = Context::from_waker(Waker::noop());
-    match Pin::new(&mut join).poll(&mut cx) {
-        Poll::Ready(Err(e)) => e,
-        _ => unreachable!("a proxy task completes with an error in its one poll"),
     }
 }

@@ -20,5 +20,7 @@ pub fn id() -> TaskId {
 
 /// The id of the task being polled on this thread, if any.
 pub fn try_id() -> Option<TaskId> {
-    magpie_core::task::current_task_id()
+    // A local task runs inside the poll of the task that runs its set: its
+    // own id first.
+    super::local::current_local_task_id().or_else(magpie_core::task::current_task_id)
 }
