@@ -370,7 +370,8 @@ impl<T: Send + 'static> Core<T> {
 
     /// The common case of [`Parts::spawn_local`], on this struct alone: with
     /// a private LIFO slot and stack and no wake-on-hoard due, the task goes
-    /// into the slot and the slot's previous task onto the stack. `Err`
+    /// onto the stack (the slot would give the same order at the cost of a
+    /// data-dependent branch per take: README.md, "spawn_local"). `Err`
     /// hands the task back for the general path.
     ///
     /// No check of `transitioning_to_park`: with the owner's slot, only a
@@ -383,9 +384,7 @@ impl<T: Send + 'static> Core<T> {
         }
         debug_assert!(!self.transitioning_to_park, "a task ran while parking");
         self.spawns_since_wake += 1;
-        if let Some(evicted) = self.lifo.replace(task) {
-            self.stack.push(evicted);
-        }
+        self.stack.push(task);
         Ok(())
     }
 
