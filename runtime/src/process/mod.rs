@@ -56,8 +56,10 @@ use std::any::Any;
 use std::fmt;
 use std::time::Duration;
 
+mod future_handler;
 mod runtime;
 
+pub use future_handler::future_handler;
 pub use runtime::sim;
 pub use runtime::{
     Builder, Completer, Handler, ProcessHandle, ProcessRuntime, ReplyTo, Request, SendWait,
