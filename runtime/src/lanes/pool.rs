@@ -178,6 +178,10 @@ struct PoolState {
     runners: usize,
     next_seq: u64,
     closed: bool,
+    /// Threads in `wait_idle`: the idle condvar is notified only if there
+    /// is one (a notify is a futex syscall even with nobody waiting, and a
+    /// lane fed one job at a time goes idle after almost every job).
+    idle_waiters: usize,
     stats: PoolStats,
 }
 
@@ -366,7 +370,7 @@ impl PoolLane {
             s.stats.worker_ids.insert(done.worker_id);
             self.start_waiting(&mut s);
             let next = if take_next { s.pop_ready() } else { None };
-            if s.active == 0 && s.waiting == 0 {
+            if s.active == 0 && s.waiting == 0 && s.idle_waiters > 0 {
                 self.shared.idle.notify_all();
             }
             self.publish_hint(&s);
@@ -411,7 +415,9 @@ impl PoolLane {
             }
             s.waiting = 0;
             s.running_of.clear();
-            self.shared.idle.notify_all();
+            if s.idle_waiters > 0 {
+                self.shared.idle.notify_all();
+            }
             jobs
         };
         for job in jobs {
@@ -425,6 +431,7 @@ impl PoolLane {
     /// the drain).
     pub fn wait_idle(&self) {
         let mut s = self.shared.lock();
+        s.idle_waiters += 1;
         while s.active > 0 || s.waiting > 0 {
             s = self
                 .shared
@@ -432,6 +439,7 @@ impl PoolLane {
                 .wait(s)
                 .unwrap_or_else(PoisonError::into_inner);
         }
+        s.idle_waiters -= 1;
     }
 
     /// Refuses new jobs from now on; admitted ones still run.
