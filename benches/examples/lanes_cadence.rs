@@ -85,7 +85,11 @@ fn magpie(rt: &LaneRuntime, run_for: Duration, busy: bool) -> PerRate {
     let mut g = GraphBuilder::new();
     let logs: Vec<Lateness> = RATES
         .iter()
-        .map(|&hz| Arc::new(Mutex::new(Vec::with_capacity((run_for.as_millis() as usize * hz as usize) / 1000 + 16))))
+        .map(|&hz| {
+            Arc::new(Mutex::new(Vec::with_capacity(
+                (run_for.as_millis() as usize * hz as usize) / 1000 + 16,
+            )))
+        })
         .collect();
     for (i, &hz) in RATES.iter().enumerate() {
         let lane = format!("hz{hz}");
@@ -98,9 +102,12 @@ fn magpie(rt: &LaneRuntime, run_for: Duration, busy: bool) -> PerRate {
         ))
         .unwrap();
         let log = logs[i].clone();
-        g.component(&format!("probe{hz}"), &lane, Execution::default(), move || {
-            Probe(log.clone())
-        })
+        g.component(
+            &format!("probe{hz}"),
+            &lane,
+            Execution::default(),
+            move || Probe(log.clone()),
+        )
         .unwrap();
     }
     let stop_busy = Arc::new(AtomicBool::new(false));
@@ -179,7 +186,11 @@ fn busy_threads(stop: &Arc<AtomicBool>) -> Vec<thread::JoinHandle<()>> {
 
 fn sleeping_threads(run_for: Duration, busy: bool) -> PerRate {
     let stop = Arc::new(AtomicBool::new(false));
-    let busy = if busy { busy_threads(&stop) } else { Vec::new() };
+    let busy = if busy {
+        busy_threads(&stop)
+    } else {
+        Vec::new()
+    };
     let start = Instant::now();
     let end = start + run_for;
     let threads: Vec<_> = RATES
@@ -187,7 +198,8 @@ fn sleeping_threads(run_for: Duration, busy: bool) -> PerRate {
         .map(|&hz| {
             thread::spawn(move || {
                 let p = period(hz);
-                let mut out = Vec::with_capacity(run_for.as_millis() as usize * hz as usize / 1000 + 16);
+                let mut out =
+                    Vec::with_capacity(run_for.as_millis() as usize * hz as usize / 1000 + 16);
                 for k in 0u32.. {
                     let due = start + p * k;
                     if let Some(d) = due.checked_duration_since(Instant::now()) {
@@ -356,7 +368,16 @@ fn main() {
     );
     println!(
         "{:<5} {:>5} {:<16} {:>5} {:>9} {:>9} {:>9} {:>11} {:>7} {:>6}",
-        "load", "Hz", "peer", "round", "p50 µs", "p99 µs", "max µs", "period-late", "fired", "-ideal"
+        "load",
+        "Hz",
+        "peer",
+        "round",
+        "p50 µs",
+        "p99 µs",
+        "max µs",
+        "period-late",
+        "fired",
+        "-ideal"
     );
     for load in &loads {
         let busy = load == "busy";

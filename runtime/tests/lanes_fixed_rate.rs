@@ -229,7 +229,7 @@ fn independent_fixed_rate_lanes_each_keep_their_own_cadence() {
     let on = |lane: &str| -> Vec<u64> {
         r.trace
             .named("fixed_rate_tick_begin")
-            .filter(|e| e.str_arg("lane") == Some(lane))
+            .filter(|e| r.trace.str_arg(e, "lane") == Some(lane))
             .map(|e| e.u64_arg("scheduled_ns").unwrap() / 1_000_000)
             .collect()
     };
@@ -381,5 +381,8 @@ fn an_invocation_sees_the_release_lateness_of_its_tick() {
     let traced: Vec<(u64, u64)> = releases(&r).iter().map(|&(t, _, l)| (t, l)).collect();
     assert_eq!(seen, traced);
     assert_eq!(seen.len(), 6);
-    assert!(seen.iter().any(|&(_, l)| l > 0), "the stall made a tick late");
+    assert!(
+        seen.iter().any(|&(_, l)| l > 0),
+        "the stall made a tick late"
+    );
 }

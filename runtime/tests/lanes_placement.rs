@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use lanes_util::*;
 use magpie_runtime::lanes::{
-    self, Component, ComponentError, Diagnostic, Execution, GraphBuilder, GraphContext,
-    Invocation, LaneSpec, RunOptions, StopReason, ThreadPoolSpec, ADVISORY_LANE_FIELD_IGNORED,
+    self, Component, ComponentError, Diagnostic, Execution, GraphBuilder, GraphContext, Invocation,
+    LaneSpec, RunOptions, StopReason, ThreadPoolSpec, ADVISORY_LANE_FIELD_IGNORED,
     LANE_PLACEMENT_NOT_APPLIED,
 };
 

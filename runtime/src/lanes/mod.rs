@@ -43,4 +43,4 @@ pub use spec::{
     LANE_PLACEMENT_NOT_APPLIED,
 };
 pub use stop::StopToken;
-pub use tracelog::{Args, Record, Trace, Val, MAX_ARGS, RUNNER_TID, TRACE_EVENT_NAMES};
+pub use tracelog::{Args, Record, Trace, MAX_ARGS, RUNNER_TID, TRACE_EVENT_NAMES};

@@ -23,7 +23,7 @@ use super::spec::{
     LANE_PLACEMENT_NOT_APPLIED,
 };
 use super::stop::StopToken;
-use super::tracelog::{InvMarks, Record, Trace, RUNNER_TID};
+use super::tracelog::{InvMarks, Key, Record, Trace, RUNNER_TID};
 use crate::time;
 
 /// Which clock a run uses.
@@ -348,20 +348,28 @@ impl<'a> Runner<'a> {
                     current: None,
                     previous: None,
                 }),
-                LaneKind::ThreadPool(spec) => {
-                    match own_runtime(l, spec, &mut placement) {
-                        Some(own) => {
-                            let pool = PoolLane::new(spec, &own);
-                            own_runtimes.push(own);
-                            LaneRun::Pool(pool)
-                        }
-                        None => LaneRun::Pool(PoolLane::new(spec, rt)),
+                LaneKind::ThreadPool(spec) => match own_runtime(l, spec, &mut placement) {
+                    Some(own) => {
+                        let pool = PoolLane::new(spec, &own);
+                        own_runtimes.push(own);
+                        LaneRun::Pool(pool)
                     }
-                }
+                    None => LaneRun::Pool(PoolLane::new(spec, rt)),
+                },
             })
             .collect();
         let acc = graph.lanes.iter().map(|_| LaneAcc::default()).collect();
-        let lane_names = graph.lanes.iter().map(|l| l.name.as_str().into()).collect();
+        let lane_names: Vec<Arc<str>> =
+            graph.lanes.iter().map(|l| l.name.as_str().into()).collect();
+        // Names the trace refers to by index: component `c` is `c`, lane
+        // `l` is `components + l` (`lane_label`).
+        let mut trace = Trace::default();
+        for node in &graph.components {
+            trace.intern(Arc::clone(&node.name));
+        }
+        for name in &lane_names {
+            trace.intern(Arc::clone(name));
+        }
         Runner {
             graph,
             rt,
@@ -377,7 +385,7 @@ impl<'a> Runner<'a> {
             staged: BTreeMap::new(),
             blocked_ns: 0,
             last_callback_ns: 0,
-            trace: Trace::default(),
+            trace,
             epoch: 0,
             error: None,
             stop_seen: false,
@@ -396,7 +404,7 @@ impl<'a> Runner<'a> {
     /// Records what `make` builds, if tracing is on (off, nothing is built).
     fn record(&mut self, make: impl FnOnce() -> Record) {
         if self.opts.trace {
-            self.trace.records.push(make());
+            self.trace.push(make());
         }
     }
 
@@ -487,7 +495,8 @@ impl<'a> Runner<'a> {
             self.stop_seen = true;
             let (ts, epoch) = (self.now_ns(), self.epoch);
             self.record(|| {
-                Record::instant("loop_cancellation_requested", RUNNER_TID, ts).arg("epoch", epoch)
+                Record::instant("loop_cancellation_requested", RUNNER_TID, ts)
+                    .arg(Key::Epoch, epoch)
             });
         }
         requested
@@ -504,7 +513,7 @@ impl<'a> Runner<'a> {
                 let (ts, epoch) = (self.now_ns(), self.epoch);
                 self.record(|| {
                     Record::instant("loop_cancellation_observed", RUNNER_TID, ts)
-                        .arg("epoch", epoch)
+                        .arg(Key::Epoch, epoch)
                 });
                 return StopReason::StopRequested;
             }
@@ -523,17 +532,18 @@ impl<'a> Runner<'a> {
             self.epoch += 1;
             let (begin, epoch) = (self.now_ns(), self.epoch);
             self.record(|| {
-                Record::instant("scheduler_iteration_begin", RUNNER_TID, begin).arg("epoch", epoch)
+                Record::instant("scheduler_iteration_begin", RUNNER_TID, begin)
+                    .arg(Key::Epoch, epoch)
             });
             self.run_regions();
             self.end_ticks();
             let end = self.now_ns();
             self.record(|| {
-                Record::instant("scheduler_iteration_end", RUNNER_TID, end).arg("epoch", epoch)
+                Record::instant("scheduler_iteration_end", RUNNER_TID, end).arg(Key::Epoch, epoch)
             });
             self.record(|| {
                 Record::span("scheduler_iteration", RUNNER_TID, begin, end - begin)
-                    .arg("epoch", epoch)
+                    .arg(Key::Epoch, epoch)
             });
             if self.error.is_some() {
                 return StopReason::Error;
@@ -610,21 +620,21 @@ impl<'a> Runner<'a> {
                 acc.max_jitter_ns = acc.max_jitter_ns.max(j);
             }
             let policy = f.spec.overrun_policy.name();
-            let name = Arc::clone(&self.lane_names[lane]);
+            let name = self.lane_label(lane);
             self.record(|| {
                 Record::instant("fixed_rate_tick_begin", RUNNER_TID, now)
-                    .label("lane", &name)
-                    .arg("tick", tick)
-                    .arg("scheduled_ns", scheduled)
-                    .arg("lateness_ns", lateness)
+                    .label(Key::Lane, name)
+                    .arg(Key::Tick, tick)
+                    .arg(Key::ScheduledNs, scheduled)
+                    .arg(Key::LatenessNs, lateness)
             });
             if plan.skipped > 0 {
                 self.record(|| {
                     Record::instant("fixed_rate_skipped_tick", RUNNER_TID, now)
-                        .label("lane", &name)
-                        .arg("tick", tick)
-                        .arg("skipped", plan.skipped)
-                        .text("overrun_policy", policy)
+                        .label(Key::Lane, name)
+                        .arg(Key::Tick, tick)
+                        .arg(Key::Skipped, plan.skipped)
+                        .text(Key::OverrunPolicy, policy)
                 });
             }
         }
@@ -642,26 +652,26 @@ impl<'a> Runner<'a> {
             f.previous = Some((scheduled, released));
             let exec = now - released;
             let budget = f.spec.budget().as_nanos() as u64;
-            let name = Arc::clone(&self.lane_names[lane]);
+            let name = self.lane_label(lane);
             if exec > budget {
                 self.acc[lane].overruns += 1;
                 self.record(|| {
                     Record::instant("fixed_rate_overrun", RUNNER_TID, now)
-                        .label("lane", &name)
-                        .arg("tick", tick)
-                        .arg("execution_ns", exec)
-                        .arg("budget_ns", budget)
+                        .label(Key::Lane, name)
+                        .arg(Key::Tick, tick)
+                        .arg(Key::ExecutionNs, exec)
+                        .arg(Key::BudgetNs, budget)
                 });
             }
             self.record(|| {
                 Record::span("fixed_rate_tick", RUNNER_TID, released, exec)
-                    .label("lane", &name)
-                    .arg("tick", tick)
+                    .label(Key::Lane, name)
+                    .arg(Key::Tick, tick)
             });
             self.record(|| {
                 Record::instant("fixed_rate_tick_end", RUNNER_TID, now)
-                    .label("lane", &name)
-                    .arg("tick", tick)
+                    .label(Key::Lane, name)
+                    .arg(Key::Tick, tick)
             });
         }
     }
@@ -899,7 +909,7 @@ impl<'a> Runner<'a> {
             *now += longest.max(total.div_ceil(width));
         }
         for o in outcomes.iter().filter(|o| o.dropped.is_some()) {
-            let name = Arc::clone(&self.graph.components[o.component].name);
+            let name = o.component as u32;
             let reason = match o.dropped {
                 Some(DropReason::Evicted) => "evicted",
                 Some(DropReason::Closed) => "closed",
@@ -909,26 +919,30 @@ impl<'a> Runner<'a> {
             let index = o.index as u64;
             self.record(|| {
                 Record::instant("scheduler_reject", RUNNER_TID, ts)
-                    .component(&name)
-                    .arg("invocation", index)
-                    .text("reason", reason)
+                    .label(Key::Component, name)
+                    .arg(Key::Invocation, index)
+                    .text(Key::Reason, reason)
             });
         }
         let end = self.now_ns();
         if self.opts.trace {
             let lane = match p.lanes.as_slice() {
-                [one] => Arc::clone(&self.lane_names[*one]),
+                [one] => self.lane_label(*one),
                 // A region spanning lanes (rare): their names joined.
-                many => many
-                    .iter()
-                    .map(|&l| &*self.lane_names[l])
-                    .collect::<Vec<_>>()
-                    .join(",")
-                    .into(),
+                many => {
+                    let joined = many
+                        .iter()
+                        .map(|&l| &*self.lane_names[l])
+                        .collect::<Vec<_>>()
+                        .join(",");
+                    self.trace.intern(joined.into())
+                }
             };
-            let workers = self
-                .trace
-                .push_set(outcomes.iter().filter_map(|o| o.worker_id.map(|w| w as u64)));
+            let workers = self.trace.push_set(
+                outcomes
+                    .iter()
+                    .filter_map(|o| o.worker_id.map(|w| w as u64)),
+            );
             let submitted_ns = p.submitted_ns;
             let record = Record::span(
                 "thread_pool_batch",
@@ -936,11 +950,11 @@ impl<'a> Runner<'a> {
                 submitted_ns,
                 end.saturating_sub(submitted_ns),
             )
-            .label("lane", &lane)
-            .arg("admitted", admitted)
-            .arg("rejected", rejected)
-            .list("worker_ids", workers);
-            self.trace.records.push(record);
+            .label(Key::Lane, lane)
+            .arg(Key::Admitted, admitted)
+            .arg(Key::Rejected, rejected)
+            .list(Key::WorkerIds, workers);
+            self.trace.push(record);
         }
         let ran: Vec<Outcome> = outcomes
             .into_iter()
@@ -982,43 +996,51 @@ impl<'a> Runner<'a> {
     /// tagged with component, lane, epoch, invocation, tick and worker id.
     /// Fixed-size records pushed onto the trace; nothing is formatted.
     fn record_invocation(&mut self, o: &Outcome, t: &InvTrace) {
-        let node = &self.graph.components[o.component];
-        let (name, lane) = (&node.name, &self.lane_names[node.lane]);
+        let lane = self.lane_label(self.graph.components[o.component].lane);
+        let (component, epoch) = (o.component as u32, self.epoch);
         let tag = |r: Record| {
             let r = r
-                .component(name)
-                .label("lane", lane)
-                .arg("epoch", self.epoch)
-                .arg("invocation", o.index as u64);
+                .label(Key::Component, component)
+                .label(Key::Lane, lane)
+                .arg(Key::Epoch, epoch)
+                .arg(Key::Invocation, o.index as u64);
             let r = match t.tick {
-                Some(tick) => r.arg("tick", tick),
+                Some(tick) => r.arg(Key::Tick, tick),
                 None => r,
             };
             match o.worker_id {
-                Some(w) => r.arg("worker_id", w as u64),
+                Some(w) => r.arg(Key::WorkerId, w as u64),
                 None => r,
             }
         };
-        let mut out: [Option<Record>; 6] = Default::default();
-        out[0] = Some(tag(Record::instant("component_execute_begin", t.tid, t.begin)));
-        for (slot, (mark, ts)) in out[1..3].iter_mut().zip(t.marks.iter()) {
-            *slot = Some(tag(Record::instant(mark, t.tid, ts)));
+        self.trace.push(tag(Record::instant(
+            "component_execute_begin",
+            t.tid,
+            t.begin,
+        )));
+        for (mark, ts) in t.marks.iter() {
+            self.trace.push(tag(Record::instant(mark, t.tid, ts)));
         }
         if t.cancel_requested {
-            out[3] = Some(tag(Record::instant(
+            self.trace.push(tag(Record::instant(
                 "component_cancellation_requested",
                 t.tid,
                 t.end,
             )));
         }
-        out[4] = Some(tag(Record::span(
+        self.trace.push(tag(Record::span(
             "component_execute",
             t.tid,
             t.begin,
             t.end - t.begin,
         )));
-        out[5] = Some(tag(Record::instant("component_execute_end", t.tid, t.end)));
-        self.trace.records.extend(out.into_iter().flatten());
+        self.trace
+            .push(tag(Record::instant("component_execute_end", t.tid, t.end)));
+    }
+
+    /// A lane's index in the trace's names.
+    fn lane_label(&self, lane: usize) -> u32 {
+        (self.graph.components.len() + lane) as u32
     }
 
     /// The region barrier: staged publications become visible downstream.
@@ -1076,7 +1098,10 @@ fn own_runtime(
             code: LANE_PLACEMENT_NOT_APPLIED,
             lane: lane.name.clone(),
             field,
-            message: format!("lane `{}`: `{field}` not applied as asked: {why}", lane.name),
+            message: format!(
+                "lane `{}`: `{field}` not applied as asked: {why}",
+                lane.name
+            ),
         });
     };
     let mut b = LaneRuntime::builder().workers(spec.width());
@@ -1098,7 +1123,10 @@ fn own_runtime(
             .collect::<Result<Vec<usize>, _>>()
         {
             Ok(cpus) => b = b.cpu_affinity(cpus),
-            Err(_) => note("cpu_affinity", format!("a CPU number is negative: {cpus:?}")),
+            Err(_) => note(
+                "cpu_affinity",
+                format!("a CPU number is negative: {cpus:?}"),
+            ),
         }
     }
     match b.build() {
@@ -1110,7 +1138,11 @@ fn own_runtime(
         }
         Err(e) => {
             note(
-                if name.is_some() { "thread_name" } else { "cpu_affinity" },
+                if name.is_some() {
+                    "thread_name"
+                } else {
+                    "cpu_affinity"
+                },
                 format!("its workers could not start ({e}); it runs on the shared workers"),
             );
             None

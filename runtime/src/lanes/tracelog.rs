@@ -39,57 +39,128 @@ pub const RUNNER_TID: u64 = 1_000;
 /// runner's events have at most four.
 pub const MAX_ARGS: usize = 6;
 
-/// One argument value. No variant owns heap memory of its own: numbers,
-/// static text, a shared name (an `Arc` the graph already holds, so
-/// recording it is a reference-count increment) or a list kept in the
-/// trace's side buffer. Formatting happens only at export.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Val {
-    /// An unsigned integer.
-    U64(u64),
-    /// Fixed text (a reason, a policy name).
-    Static(&'static str),
-    /// A component's or lane's name.
-    Name(Arc<str>),
-    /// A list of integers: `len` values from `start` in [`Trace::lists`].
-    List {
-        /// The first index in [`Trace::lists`].
-        start: u32,
-        /// How many.
-        len: u32,
-    },
+/// Records per storage chunk: the trace grows by whole chunks, so a long
+/// run never copies what it already recorded.
+const CHUNK: usize = 4096;
+
+/// How a key's value is stored in a record's `u64` slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// The number itself.
+    U64,
+    /// An index into the trace's names (`Trace::names`).
+    Name,
+    /// An index into [`TEXTS`].
+    Text,
+    /// `start << 32 | len` into the trace's lists (`Trace::lists`).
+    List,
 }
 
-/// A record's arguments: at most [`MAX_ARGS`], inline (a fixed-size array,
-/// so recording one allocates nothing).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Every argument key a record can carry. The key decides how its value
+/// is stored, so a record keeps one byte per key and one `u64` per value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Key {
+    Component,
+    Lane,
+    Epoch,
+    Invocation,
+    Tick,
+    WorkerId,
+    ScheduledNs,
+    LatenessNs,
+    Skipped,
+    OverrunPolicy,
+    ExecutionNs,
+    BudgetNs,
+    Reason,
+    Admitted,
+    Rejected,
+    WorkerIds,
+}
+
+/// (name, kind) of each [`Key`], in its order.
+const KEYS: [(&str, Kind); 16] = [
+    ("component", Kind::Name),
+    ("lane", Kind::Name),
+    ("epoch", Kind::U64),
+    ("invocation", Kind::U64),
+    ("tick", Kind::U64),
+    ("worker_id", Kind::U64),
+    ("scheduled_ns", Kind::U64),
+    ("lateness_ns", Kind::U64),
+    ("skipped", Kind::U64),
+    ("overrun_policy", Kind::Text),
+    ("execution_ns", Kind::U64),
+    ("budget_ns", Kind::U64),
+    ("reason", Kind::Text),
+    ("admitted", Kind::U64),
+    ("rejected", Kind::U64),
+    ("worker_ids", Kind::List),
+];
+
+const _: () = assert!(KEYS.len() == Key::WorkerIds as usize + 1);
+
+/// The fixed texts a record can carry (drop reasons, overrun policies).
+const TEXTS: [&str; 6] = [
+    "rejected",
+    "evicted",
+    "closed",
+    "drop_tick",
+    "skip_next",
+    "catch_up_once",
+];
+
+impl Key {
+    fn name(self) -> &'static str {
+        KEYS[self as usize].0
+    }
+
+    fn kind(self) -> Kind {
+        KEYS[self as usize].1
+    }
+}
+
+/// A record's arguments: at most [`MAX_ARGS`] (key, value) pairs, inline
+/// and plain data (recording one allocates nothing; a record is `Copy`).
+/// Read them through [`Trace::args`], [`Record::u64_arg`],
+/// [`Trace::str_arg`] or [`Trace::list_arg`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Args {
     len: u8,
-    items: [(&'static str, Val); MAX_ARGS],
+    keys: [Key; MAX_ARGS],
+    vals: [u64; MAX_ARGS],
 }
-
-const NO_ARG: (&str, Val) = ("", Val::U64(0));
 
 impl Args {
     const fn new() -> Args {
         Args {
             len: 0,
-            items: [NO_ARG; MAX_ARGS],
+            keys: [Key::Component; MAX_ARGS],
+            vals: [0; MAX_ARGS],
         }
     }
 
-    fn push(&mut self, key: &'static str, value: Val) {
+    fn push(&mut self, key: Key, value: u64) {
         let i = usize::from(self.len);
-        debug_assert!(i < MAX_ARGS, "more than MAX_ARGS arguments ({key})");
-        if let Some(slot) = self.items.get_mut(i) {
-            *slot = (key, value);
+        debug_assert!(i < MAX_ARGS, "more than MAX_ARGS arguments ({key:?})");
+        if i < MAX_ARGS {
+            self.keys[i] = key;
+            self.vals[i] = value;
             self.len += 1;
         }
     }
 
-    /// The arguments, in the order they were recorded (and are written).
-    pub fn iter(&self) -> std::slice::Iter<'_, (&'static str, Val)> {
-        self.items[..usize::from(self.len)].iter()
+    fn iter(&self) -> impl Iterator<Item = (Key, u64)> + '_ {
+        let n = usize::from(self.len);
+        self.keys[..n]
+            .iter()
+            .copied()
+            .zip(self.vals[..n].iter().copied())
+    }
+
+    fn get(&self, key: &str) -> Option<(Key, u64)> {
+        self.iter().find(|(k, _)| k.name() == key)
     }
 
     /// How many.
@@ -101,15 +172,10 @@ impl Args {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
-
-    /// The value of `key`.
-    pub fn get(&self, key: &str) -> Option<&Val> {
-        self.iter().find(|(k, _)| *k == key).map(|(_, v)| v)
-    }
 }
 
-/// One recorded event: fixed size, no heap memory of its own.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One recorded event: fixed size, plain data, no heap memory of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
     /// One of [`TRACE_EVENT_NAMES`].
     pub name: &'static str,
@@ -141,47 +207,48 @@ impl Record {
         }
     }
 
-    pub(crate) fn arg(mut self, key: &'static str, value: u64) -> Record {
-        self.args.push(key, Val::U64(value));
-        self
-    }
-
-    pub(crate) fn text(mut self, key: &'static str, value: &'static str) -> Record {
-        self.args.push(key, Val::Static(value));
-        self
-    }
-
-    pub(crate) fn label(mut self, key: &'static str, value: &Arc<str>) -> Record {
-        self.args.push(key, Val::Name(Arc::clone(value)));
-        self
-    }
-
-    pub(crate) fn list(mut self, key: &'static str, value: Val) -> Record {
+    /// A number (`key` must be a number key).
+    pub(crate) fn arg(mut self, key: Key, value: u64) -> Record {
+        debug_assert_eq!(key.kind(), Kind::U64, "{key:?}");
         self.args.push(key, value);
         self
     }
 
-    pub(crate) fn component(self, name: &Arc<str>) -> Record {
-        self.label("component", name)
+    /// A name: its index in the trace's names ([`Trace::intern`]).
+    pub(crate) fn label(mut self, key: Key, name: u32) -> Record {
+        debug_assert_eq!(key.kind(), Kind::Name, "{key:?}");
+        self.args.push(key, u64::from(name));
+        self
     }
 
-    /// The value of argument `key`, if it is an integer.
+    /// A fixed text, one of `TEXTS`.
+    pub(crate) fn text(mut self, key: Key, text: &'static str) -> Record {
+        debug_assert_eq!(key.kind(), Kind::Text, "{key:?}");
+        let index = TEXTS.iter().position(|t| *t == text);
+        debug_assert!(index.is_some(), "`{text}` is not in TEXTS");
+        self.args.push(key, index.unwrap_or(usize::MAX) as u64);
+        self
+    }
+
+    /// A list stored with [`Trace::push_set`].
+    pub(crate) fn list(mut self, key: Key, list: ListRef) -> Record {
+        debug_assert_eq!(key.kind(), Kind::List, "{key:?}");
+        self.args.push(key, list.0);
+        self
+    }
+
+    /// The value of argument `key`, if it is a number.
     pub fn u64_arg(&self, key: &str) -> Option<u64> {
         match self.args.get(key)? {
-            Val::U64(x) => Some(*x),
-            _ => None,
-        }
-    }
-
-    /// The value of argument `key`, if it is text.
-    pub fn str_arg(&self, key: &str) -> Option<&str> {
-        match self.args.get(key)? {
-            Val::Static(s) => Some(*s),
-            Val::Name(s) => Some(&**s),
+            (k, v) if k.kind() == Kind::U64 => Some(v),
             _ => None,
         }
     }
 }
+
+/// Where a list argument's values are in the trace (`start << 32 | len`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ListRef(u64);
 
 /// What an invocation recorded itself (`component_cancellation_observed`,
 /// `component_timeout_budget_exceeded`; each at most once), in order: the
@@ -205,67 +272,124 @@ impl InvMarks {
     }
 }
 
-/// A run's trace, in the order the runner recorded it.
+/// A run's trace, in the order the runner recorded it: fixed-size records
+/// in chunks of `CHUNK`, plus the names and lists they refer to.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Trace {
-    /// The events.
-    pub records: Vec<Record>,
-    /// The values of every [`Val::List`] argument, back to back.
-    pub lists: Vec<u64>,
+    chunks: Vec<Vec<Record>>,
+    len: usize,
+    /// Component and lane names, referred to by index.
+    names: Vec<Arc<str>>,
+    /// The values of every list argument, back to back.
+    lists: Vec<u64>,
 }
 
 impl Trace {
-    /// The events called `name`.
-    pub fn named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Record> + 'a {
-        self.records.iter().filter(move |r| r.name == name)
+    /// Appends a record (amortised: a new chunk every `CHUNK` records, and
+    /// nothing is moved).
+    pub(crate) fn push(&mut self, r: Record) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(r),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                c.push(r);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
     }
 
-    /// The values of `r`'s list argument `key` (`worker_ids`), if it has one.
-    pub fn list_arg(&self, r: &Record, key: &str) -> Option<&[u64]> {
+    /// Adds a name; its index for [`Record::label`].
+    pub(crate) fn intern(&mut self, name: Arc<str>) -> u32 {
+        self.names.push(name);
+        u32::try_from(self.names.len() - 1).unwrap_or(u32::MAX)
+    }
+
+    /// Stores `values`, sorted and without duplicates, in the side
+    /// buffer; the reference for [`Record::list`].
+    pub(crate) fn push_set(&mut self, values: impl IntoIterator<Item = u64>) -> ListRef {
+        let start = self.lists.len();
+        self.lists.extend(values);
+        self.lists[start..].sort_unstable();
+        let mut kept = start;
+        for i in start..self.lists.len() {
+            if kept == start || self.lists[i] != self.lists[kept - 1] {
+                self.lists[kept] = self.lists[i];
+                kept += 1;
+            }
+        }
+        self.lists.truncate(kept);
+        ListRef(((start as u64) << 32) | (kept - start) as u64)
+    }
+
+    /// Every record, in order.
+    pub fn records(&self) -> impl Iterator<Item = &Record> + '_ {
+        self.chunks.iter().flatten()
+    }
+
+    /// How many records.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The events called `name`.
+    pub fn named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Record> + 'a {
+        self.records().filter(move |r| r.name == name)
+    }
+
+    fn value(&self, key: Key, v: u64) -> Arg {
+        match key.kind() {
+            Kind::U64 => Arg::U64(v),
+            Kind::Name => Arg::Str(Cow::Owned(
+                self.names.get(v as usize).map_or("", |n| &**n).to_string(),
+            )),
+            Kind::Text => Arg::Str(Cow::Borrowed(TEXTS.get(v as usize).copied().unwrap_or(""))),
+            Kind::List => Arg::List(self.list(v).to_vec()),
+        }
+    }
+
+    fn list(&self, v: u64) -> &[u64] {
+        let (start, len) = ((v >> 32) as usize, (v & 0xffff_ffff) as usize);
+        self.lists.get(start..start + len).unwrap_or_default()
+    }
+
+    /// `r`'s arguments, resolved, in the order they were recorded.
+    pub fn args(&self, r: &Record) -> Vec<(&'static str, Arg)> {
+        r.args
+            .iter()
+            .map(|(k, v)| (k.name(), self.value(k, v)))
+            .collect()
+    }
+
+    /// The text of `r`'s argument `key` (a name or a fixed text).
+    pub fn str_arg(&self, r: &Record, key: &str) -> Option<&str> {
         match r.args.get(key)? {
-            Val::List { start, len } => self.list(*start, *len),
+            (k, v) if k.kind() == Kind::Name => self.names.get(v as usize).map(|n| &**n),
+            (k, v) if k.kind() == Kind::Text => TEXTS.get(v as usize).copied(),
             _ => None,
         }
     }
 
-    fn list(&self, start: u32, len: u32) -> Option<&[u64]> {
-        let (start, len) = (start as usize, len as usize);
-        self.lists.get(start..start + len)
-    }
-
-    /// Stores `values`, sorted and without duplicates, in the side
-    /// buffer; the argument that refers to them.
-    pub(crate) fn push_set(&mut self, values: impl IntoIterator<Item = u64>) -> Val {
-        let start = self.lists.len();
-        self.lists.extend(values);
-        let tail = &mut self.lists[start..];
-        tail.sort_unstable();
-        let mut kept = 0;
-        for i in 0..tail.len() {
-            if kept == 0 || tail[i] != tail[kept - 1] {
-                tail[kept] = tail[i];
-                kept += 1;
-            }
-        }
-        self.lists.truncate(start + kept);
-        Val::List {
-            start: u32::try_from(start).unwrap_or(u32::MAX),
-            len: u32::try_from(kept).unwrap_or(0),
+    /// The values of `r`'s list argument `key` (`worker_ids`).
+    pub fn list_arg(&self, r: &Record, key: &str) -> Option<&[u64]> {
+        match r.args.get(key)? {
+            (k, v) if k.kind() == Kind::List => Some(self.list(v)),
+            _ => None,
         }
     }
 
     /// The trace with timestamps, durations and worker ids removed: what a
     /// deterministic replay must reproduce exactly even on real time.
-    pub fn shape(&self) -> Vec<(&'static str, Vec<(&'static str, Val)>)> {
-        self.records
-            .iter()
+    pub fn shape(&self) -> Vec<(&'static str, Vec<(&'static str, Arg)>)> {
+        self.records()
             .map(|r| {
-                let args = r
-                    .args
-                    .iter()
-                    .filter(|(k, _)| !matches!(*k, "worker_id" | "worker_ids"))
-                    .cloned()
-                    .collect();
+                let mut args = self.args(r);
+                args.retain(|(k, _)| !matches!(*k, "worker_id" | "worker_ids"));
                 (r.name, args)
             })
             .collect()
@@ -275,7 +399,7 @@ impl Trace {
     /// are turned into the writer's events one at a time, here and only
     /// here.
     pub fn write_chrome(&self, out: &mut dyn Write) -> io::Result<u64> {
-        let mut tids: Vec<u64> = self.records.iter().map(|r| r.tid).collect();
+        let mut tids: Vec<u64> = self.records().map(|r| r.tid).collect();
         tids.sort_unstable();
         tids.dedup();
         let meta = chrome::Meta {
@@ -291,29 +415,15 @@ impl Trace {
                     (t, name)
                 })
                 .collect(),
-            other: vec![("events", self.records.len() as u64)],
+            other: vec![("events", self.len as u64)],
         };
-        let events = self.records.iter().map(|r| chrome::Event {
+        let events = self.records().map(|r| chrome::Event {
             name: Cow::Borrowed(r.name),
             cat: "lanes",
             phase: r.phase,
             tid: r.tid,
             ts_ns: r.ts_ns,
-            args: r
-                .args
-                .iter()
-                .map(|(k, v)| {
-                    let arg = match v {
-                        Val::U64(x) => Arg::U64(*x),
-                        Val::Static(s) => Arg::Str(Cow::Borrowed(*s)),
-                        Val::Name(s) => Arg::Str(Cow::Owned(s.to_string())),
-                        Val::List { start, len } => {
-                            Arg::List(self.list(*start, *len).unwrap_or_default().to_vec())
-                        }
-                    };
-                    (*k, arg)
-                })
-                .collect(),
+            args: self.args(r),
         });
         chrome::write_chrome(out, &meta, events)
     }
