@@ -189,6 +189,11 @@ pub struct Record {
     pub args: Args,
 }
 
+// The size `lanes/README.md` ("Trace") states; a bigger record costs page
+// faults in a long trace.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Record>() == 104);
+
 impl Record {
     pub(crate) fn instant(name: &'static str, tid: u64, ts_ns: u64) -> Record {
         Record {
