@@ -118,7 +118,7 @@ fn run(rt: &LaneRuntime, epochs: u64, pool: usize, trace: bool) -> (Duration, us
         epochs * (4 + pool as u64),
         "every invocation ran"
     );
-    (el, r.trace.records.len())
+    (el, r.trace.len())
 }
 
 fn median(v: &mut [f64]) -> f64 {

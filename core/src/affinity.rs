@@ -64,6 +64,87 @@ pub fn pin_current_thread(_core: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// The CPU numbers the calling thread may run on now, ascending.
+///
+/// # Errors
+/// The kernel's error if `sched_getaffinity` fails; `Unsupported` off Linux.
+#[cfg(target_os = "linux")]
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    let size = core::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `cpu_set_t` is a plain array of integers; all zeros is the
+    // empty set.
+    let mut allowed: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    // SAFETY: pid 0 is the calling thread; the kernel writes at most `size`
+    // bytes into `allowed`, which is that large and exclusively borrowed.
+    if unsafe { libc::sched_getaffinity(0, size, &mut allowed) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((0..8 * size)
+        // SAFETY: `c < 8 * size` is in bounds of the set.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &allowed) })
+        .collect())
+}
+
+/// Off Linux the allowed CPUs are not known.
+#[cfg(not(target_os = "linux"))]
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "CPU affinity is only supported on Linux",
+    ))
+}
+
+/// Restricts the calling thread to the CPUs numbered in `cpus` (CPU
+/// numbers as `taskset` and `/proc/cpuinfo` count them, not indices into
+/// the allowed set as [`pin_current_thread`] takes), with
+/// `sched_setaffinity`. Every one of them must be among the CPUs the thread
+/// may use now ([`allowed_cpus`]), so the mask is applied exactly as asked
+/// or not at all.
+///
+/// # Errors
+/// `InvalidInput` if `cpus` is empty or names a CPU the thread may not use
+/// (the message lists the allowed ones); the kernel's error if a syscall
+/// fails.
+#[cfg(target_os = "linux")]
+pub fn pin_current_thread_to_cpus(cpus: &[usize]) -> io::Result<()> {
+    let allowed = allowed_cpus()?;
+    if cpus.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "pin_current_thread_to_cpus: no CPU given",
+        ));
+    }
+    if let Some(bad) = cpus.iter().find(|&&c| allowed.binary_search(&c).is_err()) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("CPU {bad} is not among the CPUs this thread may use ({allowed:?})"),
+        ));
+    }
+    let size = core::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: as above, an all-zero `cpu_set_t` is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
+    for &cpu in cpus {
+        // SAFETY: `cpu` is one of `allowed_cpus`, all below `8 * size`: in
+        // bounds of the set.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: pid 0 is the calling thread; the kernel reads `size` bytes from
+    // `set`, which is that large and lives across the call.
+    if unsafe { libc::sched_setaffinity(0, size, &set) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Off Linux a thread cannot be restricted to CPUs: `Unsupported`.
+#[cfg(not(target_os = "linux"))]
+pub fn pin_current_thread_to_cpus(_cpus: &[usize]) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "CPU affinity is only supported on Linux",
+    ))
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::{available_cores, pin_current_thread};
@@ -104,5 +185,34 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_thread_restricted_to_cpus_is_allowed_exactly_those() {
+        let (asked, after) = std::thread::spawn(|| {
+            let allowed = super::allowed_cpus().unwrap();
+            let asked = vec![*allowed.last().unwrap()];
+            super::pin_current_thread_to_cpus(&asked).unwrap();
+            (asked, super::allowed_cpus().unwrap())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(asked, after);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_cpu_outside_the_allowed_set_is_refused_and_changes_nothing() {
+        let (err, before, after) = std::thread::spawn(|| {
+            let before = super::allowed_cpus().unwrap();
+            let err = super::pin_current_thread_to_cpus(&[before[0], 1 << 20]).unwrap_err();
+            (err, before, super::allowed_cpus().unwrap())
+        })
+        .join()
+        .unwrap();
+        assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(err.to_string().contains("1048576"), "{err}");
+        assert_eq!(before, after);
     }
 }

@@ -19,9 +19,11 @@
 //! `ts` and `dur` are microseconds with three decimals (nanosecond
 //! resolution). The writer takes events already collected; how they are
 //! collected (per-worker buffers in the scanner, one log per run in the lanes)
-//! is the caller's business.
+//! is the caller's business; `events` may be borrowed or built one at a time
+//! as they are written (the lanes turn their fixed-size records into events
+//! only here, at export).
 
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -83,10 +85,10 @@ pub struct Meta {
 
 /// Writes `events` (in the given order) as a Chrome trace. Returns the number
 /// of events written (metadata records not counted).
-pub fn write_chrome<'e>(
+pub fn write_chrome<E: Borrow<Event>>(
     out: &mut dyn Write,
     meta: &Meta,
-    events: impl IntoIterator<Item = &'e Event>,
+    events: impl IntoIterator<Item = E>,
 ) -> io::Result<u64> {
     let mut line = String::with_capacity(256);
     out.write_all(b"{\"traceEvents\":[\n")?;
@@ -112,6 +114,7 @@ pub fn write_chrome<'e>(
     }
     let mut written = 0u64;
     for e in events {
+        let e = e.borrow();
         line.clear();
         line.push_str(",\n{\"name\":");
         push_json_str(&mut line, &e.name);

@@ -261,7 +261,7 @@ fn exceeding_a_timeout_budget_is_reported_not_preempted() {
     let exceeded: Vec<&str> = r
         .trace
         .named("component_timeout_budget_exceeded")
-        .map(|e| e.str_arg("component").unwrap())
+        .map(|e| r.trace.str_arg(e, "component").unwrap())
         .collect();
     assert_eq!(exceeded, ["slow", "slow", "slow"]);
     assert_eq!(r.metrics.completed_count, 6, "it still ran to the end");

@@ -229,7 +229,7 @@ fn independent_fixed_rate_lanes_each_keep_their_own_cadence() {
     let on = |lane: &str| -> Vec<u64> {
         r.trace
             .named("fixed_rate_tick_begin")
-            .filter(|e| e.str_arg("lane") == Some(lane))
+            .filter(|e| r.trace.str_arg(e, "lane") == Some(lane))
             .map(|e| e.u64_arg("scheduled_ns").unwrap() / 1_000_000)
             .collect()
     };
@@ -343,5 +343,46 @@ fn wall_clock_ticks_run_on_the_runtime_timer_and_count() {
     assert!(
         r.metrics.blocked_duration_ms > 0.0,
         "it slept between ticks"
+    );
+}
+
+/// Records what `Invocation::release_lateness` said at each tick; stalls
+/// 25 ms (2.5 periods) at tick 2.
+struct LatenessProbe(std::sync::Arc<std::sync::Mutex<Vec<(u64, Duration)>>>);
+
+impl Component for LatenessProbe {
+    fn execute(&mut self, inv: &Invocation, ctx: &mut GraphContext) -> Result<(), ComponentError> {
+        let tick = inv.tick().unwrap();
+        let late = inv.release_lateness().expect("a fixed-rate invocation");
+        self.0.lock().unwrap().push((tick, late));
+        ctx.simulate_work(if tick == 2 { 25 * MS } else { MS });
+        Ok(())
+    }
+}
+
+#[test]
+fn an_invocation_sees_the_release_lateness_of_its_tick() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut g = GraphBuilder::new();
+    g.lane(lane("c", 10 * MS, OverrunPolicy::CatchUpOnce, 6))
+        .unwrap();
+    let s = seen.clone();
+    g.component("probe", "c", Execution::default(), move || {
+        LatenessProbe(s.clone())
+    })
+    .unwrap();
+    let r = run(g.build().unwrap());
+    let seen: Vec<(u64, u64)> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|&(t, l)| (t, l.as_nanos() as u64))
+        .collect();
+    let traced: Vec<(u64, u64)> = releases(&r).iter().map(|&(t, _, l)| (t, l)).collect();
+    assert_eq!(seen, traced);
+    assert_eq!(seen.len(), 6);
+    assert!(
+        seen.iter().any(|&(_, l)| l > 0),
+        "the stall made a tick late"
     );
 }

@@ -152,9 +152,7 @@ fn thread_pool_workers_persist_across_multiple_runtime_steps_on_magpies_workers(
     );
     // And the batches' worker ids are lane runtime worker ids.
     for b in r.trace.named("thread_pool_batch") {
-        let Some((_, magpie_runtime::trace::Arg::List(ids))) =
-            b.args.iter().find(|(k, _)| *k == "worker_ids")
-        else {
+        let Some(ids) = r.trace.list_arg(b, "worker_ids") else {
             panic!("thread_pool_batch without worker_ids");
         };
         assert!(!ids.is_empty() && ids.iter().all(|&w| w < 2), "{ids:?}");

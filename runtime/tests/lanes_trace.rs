@@ -178,7 +178,7 @@ fn every_seed_metric_is_readable_from_the_run_result() {
 #[test]
 fn every_seed_trace_event_name_is_produced() {
     let r = mixed_run();
-    let produced: BTreeSet<&str> = r.trace.records.iter().map(|e| e.name).collect();
+    let produced: BTreeSet<&str> = r.trace.records().map(|e| e.name).collect();
     for name in SEED_EVENTS {
         assert!(
             TRACE_EVENT_NAMES.contains(name),
@@ -194,7 +194,7 @@ fn the_trace_exports_as_chrome_trace_json() {
     let r = mixed_run();
     let mut out = Vec::new();
     let written = r.trace.write_chrome(&mut out).unwrap();
-    assert_eq!(written as usize, r.trace.records.len());
+    assert_eq!(written as usize, r.trace.len());
     let v: serde_json::Value = serde_json::from_slice(&out).expect("trace is JSON");
     let events = v["traceEvents"].as_array().unwrap();
     let mut named = BTreeSet::new();
@@ -252,7 +252,7 @@ fn with_tracing_off_no_event_is_recorded_and_the_run_is_the_same() {
             },
         );
         let seen = seen.lock().unwrap().clone();
-        (r.trace.records.len(), r.metrics.completed_count, seen)
+        (r.trace.len(), r.metrics.completed_count, seen)
     };
     let (on, off) = (run(true), run(false));
     assert!(on.0 > 0);

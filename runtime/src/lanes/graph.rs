@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::spec::{Diagnostic, Execution, LaneKind, LaneSpec, Priority, SpecError};
 use super::stop::StopToken;
-use super::tracelog::Record;
+use super::tracelog::InvMarks;
 
 /// A value travelling on an edge: shared by every consumer of a fan-out.
 pub(crate) type Value = Arc<dyn Any + Send + Sync>;
@@ -154,6 +154,7 @@ pub struct Invocation {
     pub(crate) count: usize,
     pub(crate) epoch: u64,
     pub(crate) tick: Option<u64>,
+    pub(crate) release_lateness: Option<Duration>,
     pub(crate) priority: Priority,
     pub(crate) worker_id: Option<usize>,
     pub(crate) budget: Option<Duration>,
@@ -195,6 +196,14 @@ impl Invocation {
     /// is `fixed_rate`.
     pub fn tick(&self) -> Option<u64> {
         self.tick
+    }
+
+    /// How late its fixed-rate tick was released against the tick's grid
+    /// instant (the `lateness_ns` of `fixed_rate_tick_begin`), if its lane
+    /// is `fixed_rate`. Zero in simulated runs unless earlier work delayed
+    /// the tick.
+    pub fn release_lateness(&self) -> Option<Duration> {
+        self.release_lateness
     }
 
     /// Its priority class.
@@ -243,7 +252,8 @@ pub struct GraphContext {
     pub(crate) staged: Vec<(usize, Value)>,
     pub(crate) clock: InvClock,
     pub(crate) sim_cost: Duration,
-    pub(crate) records: Vec<Record>,
+    /// Events the invocation recorded itself, inline (no allocation).
+    pub(crate) marks: InvMarks,
     pub(crate) cancel_observed: bool,
     pub(crate) budget_reported: bool,
     pub(crate) stop: StopToken,
@@ -362,8 +372,7 @@ impl GraphContext {
             return;
         }
         let ts = self.now_ns();
-        self.records
-            .push(Record::instant(name, self.tid, ts).component(&self.component));
+        self.marks.push(name, ts);
     }
 }
 

@@ -52,6 +52,7 @@ pub struct LaneRuntimeBuilder {
     spin_iters: u32,
     park_timeout: Duration,
     pin_threads: bool,
+    cpus: Option<Vec<usize>>,
     thread_name: String,
 }
 
@@ -87,7 +88,17 @@ impl LaneRuntimeBuilder {
         self
     }
 
+    /// Restricts every worker to the CPUs numbered in `cpus` (as `taskset`
+    /// counts them; Linux). Takes precedence over `pin_threads`. A worker
+    /// that cannot be restricted runs unrestricted, and
+    /// [`LaneRuntime::placement_errors`] says why.
+    pub fn cpu_affinity(mut self, cpus: Vec<usize>) -> Self {
+        self.cpus = Some(cpus);
+        self
+    }
+
     /// Worker thread names are `{name}-{id}` (default `magpie-lane-worker`).
+    /// Linux shows a thread's first 15 bytes only (`/proc/.../comm`).
     pub fn thread_name(mut self, name: impl Into<String>) -> Self {
         self.thread_name = name.into();
         self
@@ -150,6 +161,8 @@ impl HostShared {
 pub struct LaneRuntime {
     shared: Arc<HostShared>,
     threads: Vec<JoinHandle<()>>,
+    /// (worker, why) for each worker whose pinning or CPU set failed.
+    placement_errors: Vec<(usize, String)>,
 }
 
 impl fmt::Debug for LaneRuntime {
@@ -169,6 +182,7 @@ impl LaneRuntime {
             spin_iters: 200,
             park_timeout: LANE_PARK_TIMEOUT,
             pin_threads: false,
+            cpus: None,
             thread_name: "magpie-lane-worker".to_string(),
         }
     }
@@ -181,6 +195,14 @@ impl LaneRuntime {
     /// The number of workers.
     pub fn workers(&self) -> usize {
         self.shared.sched.workers
+    }
+
+    /// The workers whose requested placement (`pin_threads` or
+    /// `cpu_affinity`) could not be applied, with the reason (the OS's
+    /// error, or `Unsupported` off Linux). Empty when all were applied or
+    /// none was asked for.
+    pub fn placement_errors(&self) -> &[(usize, String)] {
+        &self.placement_errors
     }
 
     pub(crate) fn shared(&self) -> &Arc<HostShared> {
@@ -206,17 +228,27 @@ impl LaneRuntime {
         let mut rt = LaneRuntime {
             shared,
             threads: Vec::with_capacity(b.workers),
+            placement_errors: Vec::new(),
         };
         let cores = affinity::available_cores();
+        // Each worker reports how its placement went before it enters the
+        // loop, so `build` returns with every result known.
+        let (placed_tx, placed_rx) = std::sync::mpsc::channel::<(usize, Option<String>)>();
+        let cpus: Option<Arc<[usize]>> = b.cpus.map(Into::into);
         for (id, (local, parker)) in owned.into_iter().enumerate() {
             let shared = rt.shared.clone();
             let (seed, pin) = (b.seed, b.pin_threads);
+            let (cpus, placed) = (cpus.clone(), placed_tx.clone());
             let spawned = thread::Builder::new()
                 .name(format!("{}-{id}", b.thread_name))
                 .spawn(move || {
-                    if pin {
-                        let _ = affinity::pin_current_thread(id % cores);
-                    }
+                    let result = match (&cpus, pin) {
+                        (Some(cpus), _) => Some(affinity::pin_current_thread_to_cpus(cpus)),
+                        (None, true) => Some(affinity::pin_current_thread(id % cores)),
+                        (None, false) => None,
+                    };
+                    let _ = placed.send((id, result.and_then(|r| r.err()).map(|e| e.to_string())));
+                    drop(placed);
                     worker_main(&shared, id, local, parker, seed);
                 });
             match spawned {
@@ -225,6 +257,13 @@ impl LaneRuntime {
                 Err(e) => return Err(e),
             }
         }
+        drop(placed_tx);
+        // Ends when every worker has reported (each sender is dropped).
+        rt.placement_errors = placed_rx
+            .iter()
+            .filter_map(|(id, err)| err.map(|e| (id, e)))
+            .collect();
+        rt.placement_errors.sort();
         Ok(rt)
     }
 }

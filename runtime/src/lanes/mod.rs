@@ -40,6 +40,7 @@ pub use run::{run, ClockMode, RunError, RunErrorKind, RunOptions, RunResult, Sto
 pub use spec::{
     AdvisoryFields, Diagnostic, Execution, FixedRateSpec, LaneKind, LaneSpec, OverflowPolicy,
     Priority, SpecError, ThreadPoolSpec, ADVISORY_LANE_FIELD_IGNORED, DEFAULT_AGING_STEP,
+    LANE_PLACEMENT_NOT_APPLIED,
 };
 pub use stop::StopToken;
-pub use tracelog::{Record, Trace, RUNNER_TID, TRACE_EVENT_NAMES};
+pub use tracelog::{Args, Record, Trace, MAX_ARGS, RUNNER_TID, TRACE_EVENT_NAMES};

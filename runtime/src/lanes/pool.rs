@@ -178,6 +178,13 @@ struct PoolState {
     runners: usize,
     next_seq: u64,
     closed: bool,
+    /// Threads in `wait_idle`: the idle condvar is notified only if there
+    /// is one (a notify is a futex syscall even with nobody waiting, and a
+    /// lane fed one job at a time goes idle after almost every job).
+    idle_waiters: usize,
+    /// Bit `w` set: worker `w` (< 64) is already in `stats.worker_ids`, so
+    /// a finished job costs a bit test, not a `BTreeSet` insert.
+    seen_workers: u64,
     stats: PoolStats,
 }
 
@@ -286,12 +293,16 @@ impl PoolLane {
             self.publish_hint(&s);
             self.new_runners(&mut s)
         };
-        for (job, why) in dropped {
-            if let Some(then) = (job.run)(Dispatch::Dropped(why)) {
-                then();
+        if !dropped.is_empty() {
+            for (job, why) in dropped {
+                if let Some(then) = (job.run)(Dispatch::Dropped(why)) {
+                    then();
+                }
             }
         }
-        self.shared.host.schedule(runners);
+        if !runners.is_empty() {
+            self.shared.host.schedule(runners);
+        }
         adm
     }
 
@@ -363,16 +374,18 @@ impl PoolLane {
             s.stats.completed += 1;
             s.stats.completed_by_priority[usize::from(done.priority.rank())] += 1;
             s.stats.panicked += u64::from(done.panicked);
-            s.stats.worker_ids.insert(done.worker_id);
+            s.note_worker(done.worker_id);
             self.start_waiting(&mut s);
             let next = if take_next { s.pop_ready() } else { None };
-            if s.active == 0 && s.waiting == 0 {
+            if s.active == 0 && s.waiting == 0 && s.idle_waiters > 0 {
                 self.shared.idle.notify_all();
             }
             self.publish_hint(&s);
             (next, self.new_runners(&mut s))
         };
-        self.shared.host.schedule(runners);
+        if !runners.is_empty() {
+            self.shared.host.schedule(runners);
+        }
         next
     }
 
@@ -411,7 +424,9 @@ impl PoolLane {
             }
             s.waiting = 0;
             s.running_of.clear();
-            self.shared.idle.notify_all();
+            if s.idle_waiters > 0 {
+                self.shared.idle.notify_all();
+            }
             jobs
         };
         for job in jobs {
@@ -425,6 +440,7 @@ impl PoolLane {
     /// the drain).
     pub fn wait_idle(&self) {
         let mut s = self.shared.lock();
+        s.idle_waiters += 1;
         while s.active > 0 || s.waiting > 0 {
             s = self
                 .shared
@@ -432,6 +448,7 @@ impl PoolLane {
                 .wait(s)
                 .unwrap_or_else(PoisonError::into_inner);
         }
+        s.idle_waiters -= 1;
     }
 
     /// Refuses new jobs from now on; admitted ones still run.
@@ -529,6 +546,15 @@ impl PoolShared {
 }
 
 impl PoolState {
+    fn note_worker(&mut self, w: usize) {
+        let bit = 1u64.checked_shl(w as u32).filter(|_| w < 64);
+        if bit.is_some_and(|b| self.seen_workers & b != 0) {
+            return;
+        }
+        self.seen_workers |= bit.unwrap_or(0);
+        self.stats.worker_ids.insert(w);
+    }
+
     fn push_ready(&mut self, job: Job) {
         self.ready.push_back(job);
     }

@@ -18,11 +18,13 @@ use super::graph::{
 use super::host::{self, LaneRuntime};
 use super::metrics::{LaneAcc, SchedulerMetrics};
 use super::pool::{Dispatch, DropReason, Job, PoolLane};
-use super::spec::{Diagnostic, FixedRateSpec, LaneKind, Priority};
+use super::spec::{
+    Diagnostic, FixedRateSpec, LaneKind, LaneSpec, Priority, ThreadPoolSpec,
+    LANE_PLACEMENT_NOT_APPLIED,
+};
 use super::stop::StopToken;
-use super::tracelog::{Record, Trace, RUNNER_TID};
+use super::tracelog::{InvMarks, Key, Record, Trace, RUNNER_TID};
 use crate::time;
-use crate::trace::Arg;
 
 /// Which clock a run uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -196,13 +198,27 @@ struct Outcome {
     component: usize,
     index: usize,
     staged: Vec<(usize, Value)>,
-    records: Vec<Record>,
+    /// What the invocation traced (`None` with tracing off, or dropped).
+    traced: Option<InvTrace>,
     result: Result<(), RunErrorKind>,
     sim_cost: Duration,
     dur_ns: u64,
     priority: Priority,
     worker_id: Option<usize>,
     dropped: Option<DropReason>,
+}
+
+/// An invocation's trace events, kept inline until the runner records them
+/// (so the thread that ran it allocates nothing for its trace).
+#[derive(Clone, Copy, Debug)]
+struct InvTrace {
+    tid: u64,
+    begin: u64,
+    end: u64,
+    marks: InvMarks,
+    /// The stop was requested while it ran.
+    cancel_requested: bool,
+    tick: Option<u64>,
 }
 
 /// An invocation's staged publications: (output port, value).
@@ -263,6 +279,11 @@ struct Runner<'a> {
     epoch: u64,
     error: Option<RunError>,
     stop_seen: bool,
+    /// `lane_placement_not_applied` diagnostics found while starting lanes.
+    placement: Vec<Diagnostic>,
+    /// Workers of the thread-pool lanes that name or place their threads;
+    /// dropped (joined) after the drain, with the runner.
+    _own_runtimes: Vec<LaneRuntime>,
 }
 
 impl<'a> Runner<'a> {
@@ -313,6 +334,8 @@ impl<'a> Runner<'a> {
             routes[fc][fp].push(to);
             fed[to.0] = true;
         }
+        let mut placement = Vec::new();
+        let mut own_runtimes = Vec::new();
         let lanes = graph
             .lanes
             .iter()
@@ -325,11 +348,28 @@ impl<'a> Runner<'a> {
                     current: None,
                     previous: None,
                 }),
-                LaneKind::ThreadPool(spec) => LaneRun::Pool(PoolLane::new(spec, rt)),
+                LaneKind::ThreadPool(spec) => match own_runtime(l, spec, &mut placement) {
+                    Some(own) => {
+                        let pool = PoolLane::new(spec, &own);
+                        own_runtimes.push(own);
+                        LaneRun::Pool(pool)
+                    }
+                    None => LaneRun::Pool(PoolLane::new(spec, rt)),
+                },
             })
             .collect();
         let acc = graph.lanes.iter().map(|_| LaneAcc::default()).collect();
-        let lane_names = graph.lanes.iter().map(|l| l.name.as_str().into()).collect();
+        let lane_names: Vec<Arc<str>> =
+            graph.lanes.iter().map(|l| l.name.as_str().into()).collect();
+        // Names the trace refers to by index: component `c` is `c`, lane
+        // `l` is `components + l` (`lane_label`).
+        let mut trace = Trace::default();
+        for node in &graph.components {
+            trace.intern(Arc::clone(&node.name));
+        }
+        for name in &lane_names {
+            trace.intern(Arc::clone(name));
+        }
         Runner {
             graph,
             rt,
@@ -345,10 +385,12 @@ impl<'a> Runner<'a> {
             staged: BTreeMap::new(),
             blocked_ns: 0,
             last_callback_ns: 0,
-            trace: Trace::default(),
+            trace,
             epoch: 0,
             error: None,
             stop_seen: false,
+            placement,
+            _own_runtimes: own_runtimes,
         }
     }
 
@@ -362,7 +404,7 @@ impl<'a> Runner<'a> {
     /// Records what `make` builds, if tracing is on (off, nothing is built).
     fn record(&mut self, make: impl FnOnce() -> Record) {
         if self.opts.trace {
-            self.trace.records.push(make());
+            self.trace.push(make());
         }
     }
 
@@ -422,7 +464,13 @@ impl<'a> Runner<'a> {
             metrics,
             lane_metrics,
             trace: self.trace,
-            diagnostics: self.graph.diagnostics.clone(),
+            diagnostics: self
+                .graph
+                .diagnostics
+                .iter()
+                .chain(&self.placement)
+                .cloned()
+                .collect(),
             activated,
             deactivated,
         }
@@ -447,7 +495,8 @@ impl<'a> Runner<'a> {
             self.stop_seen = true;
             let (ts, epoch) = (self.now_ns(), self.epoch);
             self.record(|| {
-                Record::instant("loop_cancellation_requested", RUNNER_TID, ts).arg("epoch", epoch)
+                Record::instant("loop_cancellation_requested", RUNNER_TID, ts)
+                    .arg(Key::Epoch, epoch)
             });
         }
         requested
@@ -464,7 +513,7 @@ impl<'a> Runner<'a> {
                 let (ts, epoch) = (self.now_ns(), self.epoch);
                 self.record(|| {
                     Record::instant("loop_cancellation_observed", RUNNER_TID, ts)
-                        .arg("epoch", epoch)
+                        .arg(Key::Epoch, epoch)
                 });
                 return StopReason::StopRequested;
             }
@@ -483,17 +532,18 @@ impl<'a> Runner<'a> {
             self.epoch += 1;
             let (begin, epoch) = (self.now_ns(), self.epoch);
             self.record(|| {
-                Record::instant("scheduler_iteration_begin", RUNNER_TID, begin).arg("epoch", epoch)
+                Record::instant("scheduler_iteration_begin", RUNNER_TID, begin)
+                    .arg(Key::Epoch, epoch)
             });
             self.run_regions();
             self.end_ticks();
             let end = self.now_ns();
             self.record(|| {
-                Record::instant("scheduler_iteration_end", RUNNER_TID, end).arg("epoch", epoch)
+                Record::instant("scheduler_iteration_end", RUNNER_TID, end).arg(Key::Epoch, epoch)
             });
             self.record(|| {
                 Record::span("scheduler_iteration", RUNNER_TID, begin, end - begin)
-                    .arg("epoch", epoch)
+                    .arg(Key::Epoch, epoch)
             });
             if self.error.is_some() {
                 return StopReason::Error;
@@ -570,21 +620,21 @@ impl<'a> Runner<'a> {
                 acc.max_jitter_ns = acc.max_jitter_ns.max(j);
             }
             let policy = f.spec.overrun_policy.name();
-            let name = Arc::clone(&self.lane_names[lane]);
+            let name = self.lane_label(lane);
             self.record(|| {
                 Record::instant("fixed_rate_tick_begin", RUNNER_TID, now)
-                    .text("lane", &name)
-                    .arg("tick", tick)
-                    .arg("scheduled_ns", scheduled)
-                    .arg("lateness_ns", lateness)
+                    .label(Key::Lane, name)
+                    .arg(Key::Tick, tick)
+                    .arg(Key::ScheduledNs, scheduled)
+                    .arg(Key::LatenessNs, lateness)
             });
             if plan.skipped > 0 {
                 self.record(|| {
                     Record::instant("fixed_rate_skipped_tick", RUNNER_TID, now)
-                        .text("lane", &name)
-                        .arg("tick", tick)
-                        .arg("skipped", plan.skipped)
-                        .text("overrun_policy", policy)
+                        .label(Key::Lane, name)
+                        .arg(Key::Tick, tick)
+                        .arg(Key::Skipped, plan.skipped)
+                        .text(Key::OverrunPolicy, policy)
                 });
             }
         }
@@ -602,36 +652,38 @@ impl<'a> Runner<'a> {
             f.previous = Some((scheduled, released));
             let exec = now - released;
             let budget = f.spec.budget().as_nanos() as u64;
-            let name = Arc::clone(&self.lane_names[lane]);
+            let name = self.lane_label(lane);
             if exec > budget {
                 self.acc[lane].overruns += 1;
                 self.record(|| {
                     Record::instant("fixed_rate_overrun", RUNNER_TID, now)
-                        .text("lane", &name)
-                        .arg("tick", tick)
-                        .arg("execution_ns", exec)
-                        .arg("budget_ns", budget)
+                        .label(Key::Lane, name)
+                        .arg(Key::Tick, tick)
+                        .arg(Key::ExecutionNs, exec)
+                        .arg(Key::BudgetNs, budget)
                 });
             }
             self.record(|| {
                 Record::span("fixed_rate_tick", RUNNER_TID, released, exec)
-                    .text("lane", &name)
-                    .arg("tick", tick)
+                    .label(Key::Lane, name)
+                    .arg(Key::Tick, tick)
             });
             self.record(|| {
                 Record::instant("fixed_rate_tick_end", RUNNER_TID, now)
-                    .text("lane", &name)
-                    .arg("tick", tick)
+                    .label(Key::Lane, name)
+                    .arg(Key::Tick, tick)
             });
         }
     }
 
     /// The tick a component's lane runs this epoch: `Some(None)` for lanes
-    /// without ticks, `Some(Some(t))` for a due fixed-rate lane, `None` if
-    /// its fixed-rate lane is not due.
-    fn lane_tick(&self, c: usize) -> Option<Option<u64>> {
+    /// without ticks, `Some(Some((t, lateness_ns)))` for a due fixed-rate
+    /// lane, `None` if its fixed-rate lane is not due.
+    fn lane_tick(&self, c: usize) -> Option<Option<(u64, u64)>> {
         match &self.lanes[self.graph.components[c].lane] {
-            LaneRun::FixedRate(f) => f.current.map(|(t, _, _)| Some(t)),
+            LaneRun::FixedRate(f) => f
+                .current
+                .map(|(t, scheduled, released)| Some((t, released - scheduled))),
             _ => Some(None),
         }
     }
@@ -678,7 +730,7 @@ impl<'a> Runner<'a> {
         });
         let submitted_ns = self.now_ns();
         for c in comps {
-            let Some(tick) = self.lane_tick(c) else {
+            let Some(tick_lateness) = self.lane_tick(c) else {
                 continue;
             };
             // Seed 004: a stop prevents new worker submissions from the
@@ -707,11 +759,12 @@ impl<'a> Runner<'a> {
                 let inv = Invocation {
                     component: c,
                     name: Arc::clone(&node.name),
-                    lane: self.graph.lanes[lane].name.as_str().into(),
+                    lane: Arc::clone(&self.lane_names[lane]),
                     index,
                     count,
                     epoch: self.epoch,
-                    tick,
+                    tick: tick_lateness.map(|(t, _)| t),
+                    release_lateness: tick_lateness.map(|(_, l)| Duration::from_nanos(l)),
                     priority: node.exec.priority,
                     worker_id: None,
                     budget: node.exec.budget,
@@ -723,7 +776,7 @@ impl<'a> Runner<'a> {
                     staged: Vec::new(),
                     clock: self.inv_clock(),
                     sim_cost: Duration::ZERO,
-                    records: Vec::new(),
+                    marks: InvMarks::default(),
                     cancel_observed: false,
                     budget_reported: false,
                     stop: self.opts.stop.clone(),
@@ -760,7 +813,7 @@ impl<'a> Runner<'a> {
                                         component: c,
                                         index,
                                         staged: Vec::new(),
-                                        records: Vec::new(),
+                                        traced: None,
                                         result: Ok(()),
                                         sim_cost: Duration::ZERO,
                                         dur_ns: 0,
@@ -833,12 +886,6 @@ impl<'a> Runner<'a> {
             self.blocked_ns += before.elapsed().as_nanos() as u64;
         }
         outcomes.sort_by_key(|o| (o.component, o.index));
-        let mut worker_ids: Vec<u64> = outcomes
-            .iter()
-            .filter_map(|o| o.worker_id.map(|w| w as u64))
-            .collect();
-        worker_ids.sort_unstable();
-        worker_ids.dedup();
         let admitted = outcomes.iter().filter(|o| o.dropped.is_none()).count() as u64;
         let rejected = outcomes.len() as u64 - admitted;
         if let Clock::Virtual(now) = &mut self.clock {
@@ -862,7 +909,7 @@ impl<'a> Runner<'a> {
             *now += longest.max(total.div_ceil(width));
         }
         for o in outcomes.iter().filter(|o| o.dropped.is_some()) {
-            let name = Arc::clone(&self.graph.components[o.component].name);
+            let name = o.component as u32;
             let reason = match o.dropped {
                 Some(DropReason::Evicted) => "evicted",
                 Some(DropReason::Closed) => "closed",
@@ -872,30 +919,43 @@ impl<'a> Runner<'a> {
             let index = o.index as u64;
             self.record(|| {
                 Record::instant("scheduler_reject", RUNNER_TID, ts)
-                    .component(&name)
-                    .arg("invocation", index)
-                    .text("reason", reason)
+                    .label(Key::Component, name)
+                    .arg(Key::Invocation, index)
+                    .text(Key::Reason, reason)
             });
         }
         let end = self.now_ns();
-        let lane_names: Vec<Arc<str>> = p
-            .lanes
-            .iter()
-            .map(|&l| Arc::clone(&self.lane_names[l]))
-            .collect();
-        let submitted_ns = p.submitted_ns;
-        self.record(|| {
-            Record::span(
+        if self.opts.trace {
+            let lane = match p.lanes.as_slice() {
+                [one] => self.lane_label(*one),
+                // A region spanning lanes (rare): their names joined.
+                many => {
+                    let joined = many
+                        .iter()
+                        .map(|&l| &*self.lane_names[l])
+                        .collect::<Vec<_>>()
+                        .join(",");
+                    self.trace.intern(joined.into())
+                }
+            };
+            let workers = self.trace.push_set(
+                outcomes
+                    .iter()
+                    .filter_map(|o| o.worker_id.map(|w| w as u64)),
+            );
+            let submitted_ns = p.submitted_ns;
+            let record = Record::span(
                 "thread_pool_batch",
                 RUNNER_TID,
                 submitted_ns,
                 end.saturating_sub(submitted_ns),
             )
-            .text("lane", &lane_names.join(","))
-            .arg("admitted", admitted)
-            .arg("rejected", rejected)
-            .list("worker_ids", worker_ids)
-        });
+            .label(Key::Lane, lane)
+            .arg(Key::Admitted, admitted)
+            .arg(Key::Rejected, rejected)
+            .list(Key::WorkerIds, workers);
+            self.trace.push(record);
+        }
         let ran: Vec<Outcome> = outcomes
             .into_iter()
             .filter(|o| o.dropped.is_none())
@@ -912,8 +972,8 @@ impl<'a> Runner<'a> {
             acc.completed += 1;
             acc.by_priority[usize::from(o.priority.rank())] += 1;
             self.last_callback_ns = o.dur_ns;
-            if self.opts.trace {
-                self.trace.records.extend(o.records);
+            if let Some(t) = &o.traced {
+                self.record_invocation(&o, t);
             }
             if let Err(kind) = o.result {
                 if self.error.is_none() {
@@ -929,6 +989,58 @@ impl<'a> Runner<'a> {
                 .or_default()
                 .push((o.component, o.staged));
         }
+    }
+
+    /// The trace events of one invocation: begin, what it recorded itself, a
+    /// cancellation request that came during it, the span and the end, each
+    /// tagged with component, lane, epoch, invocation, tick and worker id.
+    /// Fixed-size records pushed onto the trace; nothing is formatted.
+    fn record_invocation(&mut self, o: &Outcome, t: &InvTrace) {
+        let lane = self.lane_label(self.graph.components[o.component].lane);
+        let (component, epoch) = (o.component as u32, self.epoch);
+        let tag = |r: Record| {
+            let r = r
+                .label(Key::Component, component)
+                .label(Key::Lane, lane)
+                .arg(Key::Epoch, epoch)
+                .arg(Key::Invocation, o.index as u64);
+            let r = match t.tick {
+                Some(tick) => r.arg(Key::Tick, tick),
+                None => r,
+            };
+            match o.worker_id {
+                Some(w) => r.arg(Key::WorkerId, w as u64),
+                None => r,
+            }
+        };
+        self.trace.push(tag(Record::instant(
+            "component_execute_begin",
+            t.tid,
+            t.begin,
+        )));
+        for (mark, ts) in t.marks.iter() {
+            self.trace.push(tag(Record::instant(mark, t.tid, ts)));
+        }
+        if t.cancel_requested {
+            self.trace.push(tag(Record::instant(
+                "component_cancellation_requested",
+                t.tid,
+                t.end,
+            )));
+        }
+        self.trace.push(tag(Record::span(
+            "component_execute",
+            t.tid,
+            t.begin,
+            t.end - t.begin,
+        )));
+        self.trace
+            .push(tag(Record::instant("component_execute_end", t.tid, t.end)));
+    }
+
+    /// A lane's index in the trace's names.
+    fn lane_label(&self, lane: usize) -> u32 {
+        (self.graph.components.len() + lane) as u32
     }
 
     /// The region barrier: staged publications become visible downstream.
@@ -965,6 +1077,79 @@ impl<'a> Runner<'a> {
     }
 }
 
+/// The workers of a thread-pool lane that sets `thread_name` or
+/// `cpu_affinity`: a [`LaneRuntime`] of its own, `max_threads` wide, named
+/// and restricted as asked. What the OS did not apply becomes a
+/// `lane_placement_not_applied` diagnostic. `None`: the lane asks for
+/// neither (it shares the run's runtime), or its workers could not start.
+fn own_runtime(
+    lane: &LaneSpec,
+    spec: &ThreadPoolSpec,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<LaneRuntime> {
+    let a = &lane.advisory;
+    let name = a.thread_name.as_deref().filter(|n| !n.is_empty());
+    let cpus = a.cpu_affinity.as_deref().filter(|c| !c.is_empty());
+    if name.is_none() && cpus.is_none() {
+        return None;
+    }
+    let mut note = |field: &'static str, why: String| {
+        diags.push(Diagnostic {
+            code: LANE_PLACEMENT_NOT_APPLIED,
+            lane: lane.name.clone(),
+            field,
+            message: format!(
+                "lane `{}`: `{field}` not applied as asked: {why}",
+                lane.name
+            ),
+        });
+    };
+    let mut b = LaneRuntime::builder().workers(spec.width());
+    if let Some(name) = name {
+        // Linux keeps 15 bytes of a thread's name; `-{i}` is added.
+        let longest = format!("{name}-{}", spec.width() - 1);
+        if cfg!(target_os = "linux") && longest.len() > 15 {
+            note(
+                "thread_name",
+                format!("the OS shows only the first 15 bytes of `{longest}`"),
+            );
+        }
+        b = b.thread_name(name);
+    }
+    if let Some(cpus) = cpus {
+        match cpus
+            .iter()
+            .map(|&c| usize::try_from(c))
+            .collect::<Result<Vec<usize>, _>>()
+        {
+            Ok(cpus) => b = b.cpu_affinity(cpus),
+            Err(_) => note(
+                "cpu_affinity",
+                format!("a CPU number is negative: {cpus:?}"),
+            ),
+        }
+    }
+    match b.build() {
+        Ok(own) => {
+            for (worker, why) in own.placement_errors() {
+                note("cpu_affinity", format!("worker {worker}: {why}"));
+            }
+            Some(own)
+        }
+        Err(e) => {
+            note(
+                if name.is_some() {
+                    "thread_name"
+                } else {
+                    "cpu_affinity"
+                },
+                format!("its workers could not start ({e}); it runs on the shared workers"),
+            );
+            None
+        }
+    }
+}
+
 pub(crate) fn ns_to_ms(ns: u64) -> f64 {
     ns as f64 / 1e6
 }
@@ -985,17 +1170,19 @@ fn execute(replicas: &[Replica], inv: Invocation, mut ctx: GraphContext) -> Outc
         Err(p) => Err(RunErrorKind::Panicked(panic_message(&*p))),
     };
     let dur = end - begin;
-    let records = if ctx.tracing {
-        let cancel_requested = !stop_before && inv.stop.is_requested();
-        execute_records(&inv, &mut ctx, begin, end, cancel_requested)
-    } else {
-        Vec::new()
-    };
+    let traced = ctx.tracing.then(|| InvTrace {
+        tid: ctx.tid,
+        begin,
+        end,
+        marks: ctx.marks,
+        cancel_requested: !stop_before && inv.stop.is_requested(),
+        tick: inv.tick,
+    });
     Outcome {
         component: inv.component,
         index: inv.index,
         staged: std::mem::take(&mut ctx.staged),
-        records,
+        traced,
         result,
         sim_cost: ctx.sim_cost,
         dur_ns: dur,
@@ -1003,49 +1190,6 @@ fn execute(replicas: &[Replica], inv: Invocation, mut ctx: GraphContext) -> Outc
         worker_id: inv.worker_id,
         dropped: None,
     }
-}
-
-/// The trace events of one invocation: begin, what it recorded itself, a
-/// cancellation request that came during it, the span and the end, each
-/// tagged with component, lane, epoch, invocation, tick and worker id.
-fn execute_records(
-    inv: &Invocation,
-    ctx: &mut GraphContext,
-    begin: u64,
-    end: u64,
-    cancel_requested: bool,
-) -> Vec<Record> {
-    let tid = ctx.tid;
-    let mut records = Vec::with_capacity(ctx.records.len() + 4);
-    records.push(Record::instant("component_execute_begin", tid, begin));
-    records.append(&mut ctx.records);
-    if cancel_requested {
-        records.push(Record::instant(
-            "component_cancellation_requested",
-            tid,
-            end,
-        ));
-    }
-    records.push(Record::span("component_execute", tid, begin, end - begin));
-    records.push(Record::instant("component_execute_end", tid, end));
-    for r in &mut records {
-        let mut args = vec![
-            ("component", Arg::Str(inv.name.to_string().into())),
-            ("lane", Arg::Str(inv.lane.to_string().into())),
-            ("epoch", Arg::U64(inv.epoch)),
-            ("invocation", Arg::U64(inv.index as u64)),
-        ];
-        if let Some(t) = inv.tick {
-            args.push(("tick", Arg::U64(t)));
-        }
-        if let Some(w) = inv.worker_id {
-            args.push(("worker_id", Arg::U64(w as u64)));
-        }
-        r.args.retain(|(k, _)| *k != "component");
-        args.append(&mut r.args);
-        r.args = args;
-    }
-    records
 }
 
 fn lock_free_replica(

@@ -197,11 +197,14 @@ impl LaneKind {
 pub struct AdvisoryFields {
     /// Lane `priority` (an OS priority intent).
     pub priority: Option<String>,
-    /// `thread_name`: lanes share magpie's workers, which keep their
-    /// runtime's names.
+    /// `thread_name`: enforced on a `thread_pool` lane, which then runs on
+    /// workers of its own named `{thread_name}-{i}`; advisory on the other
+    /// lanes (they run on the thread that calls `run`).
     pub thread_name: Option<String>,
-    /// `cpu_affinity`: lanes share magpie's workers; pin those with the
-    /// runtime builder's `pin_threads`.
+    /// `cpu_affinity`: CPU numbers. Enforced on a `thread_pool` lane, which
+    /// then runs on workers of its own restricted to these CPUs (Linux; a
+    /// `lane_placement_not_applied` diagnostic says why when the OS
+    /// refuses); advisory on the other lanes.
     pub cpu_affinity: Option<Vec<i64>>,
     /// `nice_priority`.
     pub nice_priority: Option<i64>,
@@ -263,17 +266,19 @@ impl LaneSpec {
                 "lane priority is not an OS priority here; use execution.priority".into(),
             ));
         }
-        if not_default(&a.thread_name, &[""]) {
+        // A thread-pool lane gets workers of its own for these two; the
+        // other lanes run on the thread that calls `run`.
+        let own_threads = matches!(self.kind, LaneKind::ThreadPool(_));
+        if !own_threads && not_default(&a.thread_name, &[""]) {
             fields.push((
                 "thread_name",
-                "lanes run on the runtime's shared workers, which keep the runtime's thread names"
-                    .into(),
+                "this lane runs on the thread that calls run, which keeps its name".into(),
             ));
         }
-        if a.cpu_affinity.as_ref().is_some_and(|v| !v.is_empty()) {
+        if !own_threads && a.cpu_affinity.as_ref().is_some_and(|v| !v.is_empty()) {
             fields.push((
                 "cpu_affinity",
-                "lanes share the runtime's workers; pin them with Builder::pin_threads".into(),
+                "this lane runs on the thread that calls run; pin that thread".into(),
             ));
         }
         if a.nice_priority.is_some_and(|v| v != 0) {
@@ -320,6 +325,11 @@ impl LaneSpec {
 
 /// The diagnostic code for an advisory field that is set.
 pub const ADVISORY_LANE_FIELD_IGNORED: &str = "advisory_lane_field_ignored";
+
+/// The diagnostic code for a thread-pool lane's `cpu_affinity` or
+/// `thread_name` that the OS did not apply as asked (a refused CPU set, a
+/// name longer than the OS shows, workers that could not be started).
+pub const LANE_PLACEMENT_NOT_APPLIED: &str = "lane_placement_not_applied";
 
 /// A machine-readable warning: validation still succeeds.
 #[derive(Clone, Debug, PartialEq, Eq)]

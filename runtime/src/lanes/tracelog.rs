@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::io::{self, Write};
+use std::sync::Arc;
 
 use crate::trace::{self as chrome, Arg, Phase};
 
@@ -33,8 +34,148 @@ pub const TRACE_EVENT_NAMES: &[&str] = &[
 /// runtime is track `w`.
 pub const RUNNER_TID: u64 = 1_000;
 
-/// One recorded event.
-#[derive(Clone, Debug, PartialEq)]
+/// The most arguments one record carries: an invocation's event has
+/// `component`, `lane`, `epoch`, `invocation`, `tick` and `worker_id`; the
+/// runner's events have at most four.
+pub const MAX_ARGS: usize = 6;
+
+/// Records per storage chunk: the trace grows by whole chunks, so a long
+/// run never copies what it already recorded.
+const CHUNK: usize = 4096;
+
+/// How a key's value is stored in a record's `u64` slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// The number itself.
+    U64,
+    /// An index into the trace's names (`Trace::names`).
+    Name,
+    /// An index into [`TEXTS`].
+    Text,
+    /// `start << 32 | len` into the trace's lists (`Trace::lists`).
+    List,
+}
+
+/// Every argument key a record can carry. The key decides how its value
+/// is stored, so a record keeps one byte per key and one `u64` per value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Key {
+    Component,
+    Lane,
+    Epoch,
+    Invocation,
+    Tick,
+    WorkerId,
+    ScheduledNs,
+    LatenessNs,
+    Skipped,
+    OverrunPolicy,
+    ExecutionNs,
+    BudgetNs,
+    Reason,
+    Admitted,
+    Rejected,
+    WorkerIds,
+}
+
+/// (name, kind) of each [`Key`], in its order.
+const KEYS: [(&str, Kind); 16] = [
+    ("component", Kind::Name),
+    ("lane", Kind::Name),
+    ("epoch", Kind::U64),
+    ("invocation", Kind::U64),
+    ("tick", Kind::U64),
+    ("worker_id", Kind::U64),
+    ("scheduled_ns", Kind::U64),
+    ("lateness_ns", Kind::U64),
+    ("skipped", Kind::U64),
+    ("overrun_policy", Kind::Text),
+    ("execution_ns", Kind::U64),
+    ("budget_ns", Kind::U64),
+    ("reason", Kind::Text),
+    ("admitted", Kind::U64),
+    ("rejected", Kind::U64),
+    ("worker_ids", Kind::List),
+];
+
+const _: () = assert!(KEYS.len() == Key::WorkerIds as usize + 1);
+
+/// The fixed texts a record can carry (drop reasons, overrun policies).
+const TEXTS: [&str; 6] = [
+    "rejected",
+    "evicted",
+    "closed",
+    "drop_tick",
+    "skip_next",
+    "catch_up_once",
+];
+
+impl Key {
+    fn name(self) -> &'static str {
+        KEYS[self as usize].0
+    }
+
+    fn kind(self) -> Kind {
+        KEYS[self as usize].1
+    }
+}
+
+/// A record's arguments: at most [`MAX_ARGS`] (key, value) pairs, inline
+/// and plain data (recording one allocates nothing; a record is `Copy`).
+/// Read them through [`Trace::args`], [`Record::u64_arg`],
+/// [`Trace::str_arg`] or [`Trace::list_arg`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Args {
+    len: u8,
+    keys: [Key; MAX_ARGS],
+    vals: [u64; MAX_ARGS],
+}
+
+impl Args {
+    const fn new() -> Args {
+        Args {
+            len: 0,
+            keys: [Key::Component; MAX_ARGS],
+            vals: [0; MAX_ARGS],
+        }
+    }
+
+    fn push(&mut self, key: Key, value: u64) {
+        let i = usize::from(self.len);
+        debug_assert!(i < MAX_ARGS, "more than MAX_ARGS arguments ({key:?})");
+        if i < MAX_ARGS {
+            self.keys[i] = key;
+            self.vals[i] = value;
+            self.len += 1;
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (Key, u64)> + '_ {
+        let n = usize::from(self.len);
+        self.keys[..n]
+            .iter()
+            .copied()
+            .zip(self.vals[..n].iter().copied())
+    }
+
+    fn get(&self, key: &str) -> Option<(Key, u64)> {
+        self.iter().find(|(k, _)| k.name() == key)
+    }
+
+    /// How many.
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// One recorded event: fixed size, plain data, no heap memory of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Record {
     /// One of [`TRACE_EVENT_NAMES`].
     pub name: &'static str,
@@ -45,8 +186,13 @@ pub struct Record {
     /// Nanoseconds since the run started (virtual in simulated runs).
     pub ts_ns: u64,
     /// Arguments (`component`, `epoch`, `tick`, `worker_id`, ...).
-    pub args: Vec<(&'static str, Arg)>,
+    pub args: Args,
 }
+
+// The size `lanes/README.md` ("Trace") states; a bigger record costs page
+// faults in a long trace.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Record>() == 104);
 
 impl Record {
     pub(crate) fn instant(name: &'static str, tid: u64, ts_ns: u64) -> Record {
@@ -55,7 +201,7 @@ impl Record {
             phase: Phase::Instant,
             tid,
             ts_ns,
-            args: Vec::new(),
+            args: Args::new(),
         }
     }
 
@@ -66,76 +212,199 @@ impl Record {
         }
     }
 
-    pub(crate) fn arg(mut self, key: &'static str, value: u64) -> Record {
-        self.args.push((key, Arg::U64(value)));
+    /// A number (`key` must be a number key).
+    pub(crate) fn arg(mut self, key: Key, value: u64) -> Record {
+        debug_assert_eq!(key.kind(), Kind::U64, "{key:?}");
+        self.args.push(key, value);
         self
     }
 
-    pub(crate) fn text(mut self, key: &'static str, value: &str) -> Record {
-        self.args
-            .push((key, Arg::Str(Cow::Owned(value.to_string()))));
+    /// A name: its index in the trace's names ([`Trace::intern`]).
+    pub(crate) fn label(mut self, key: Key, name: u32) -> Record {
+        debug_assert_eq!(key.kind(), Kind::Name, "{key:?}");
+        self.args.push(key, u64::from(name));
         self
     }
 
-    pub(crate) fn list(mut self, key: &'static str, values: Vec<u64>) -> Record {
-        self.args.push((key, Arg::List(values)));
+    /// A fixed text, one of `TEXTS`.
+    pub(crate) fn text(mut self, key: Key, text: &'static str) -> Record {
+        debug_assert_eq!(key.kind(), Kind::Text, "{key:?}");
+        let index = TEXTS.iter().position(|t| *t == text);
+        debug_assert!(index.is_some(), "`{text}` is not in TEXTS");
+        self.args.push(key, index.unwrap_or(usize::MAX) as u64);
         self
     }
 
-    pub(crate) fn component(self, name: &str) -> Record {
-        self.text("component", name)
+    /// A list stored with [`Trace::push_set`].
+    pub(crate) fn list(mut self, key: Key, list: ListRef) -> Record {
+        debug_assert_eq!(key.kind(), Kind::List, "{key:?}");
+        self.args.push(key, list.0);
+        self
     }
 
-    /// The value of argument `key`, if it is an integer.
+    /// The value of argument `key`, if it is a number.
     pub fn u64_arg(&self, key: &str) -> Option<u64> {
-        self.args.iter().find_map(|(k, v)| match v {
-            Arg::U64(x) if *k == key => Some(*x),
+        match self.args.get(key)? {
+            (k, v) if k.kind() == Kind::U64 => Some(v),
             _ => None,
-        })
-    }
-
-    /// The value of argument `key`, if it is a string.
-    pub fn str_arg(&self, key: &str) -> Option<&str> {
-        self.args.iter().find_map(|(k, v)| match v {
-            Arg::Str(s) if *k == key => Some(&**s),
-            _ => None,
-        })
+        }
     }
 }
 
-/// A run's trace, in the order the runner recorded it.
+/// Where a list argument's values are in the trace (`start << 32 | len`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ListRef(u64);
+
+/// What an invocation recorded itself (`component_cancellation_observed`,
+/// `component_timeout_budget_exceeded`; each at most once), in order: the
+/// worker keeps it inline, and the runner turns it into records.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct InvMarks {
+    marks: [Option<(&'static str, u64)>; 2],
+}
+
+impl InvMarks {
+    pub(crate) fn push(&mut self, name: &'static str, ts_ns: u64) {
+        if let Some(slot) = self.marks.iter_mut().find(|m| m.is_none()) {
+            *slot = Some((name, ts_ns));
+        } else {
+            debug_assert!(false, "an invocation marks at most two events ({name})");
+        }
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.marks.iter().flatten().copied()
+    }
+}
+
+/// A run's trace, in the order the runner recorded it: fixed-size records
+/// in chunks of `CHUNK`, plus the names and lists they refer to.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Trace {
-    /// The events.
-    pub records: Vec<Record>,
+    chunks: Vec<Vec<Record>>,
+    len: usize,
+    /// Component and lane names, referred to by index.
+    names: Vec<Arc<str>>,
+    /// The values of every list argument, back to back.
+    lists: Vec<u64>,
 }
 
 impl Trace {
+    /// Appends a record (amortised: a new chunk every `CHUNK` records, and
+    /// nothing is moved).
+    pub(crate) fn push(&mut self, r: Record) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(r),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                c.push(r);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    /// Adds a name; its index for [`Record::label`].
+    pub(crate) fn intern(&mut self, name: Arc<str>) -> u32 {
+        self.names.push(name);
+        u32::try_from(self.names.len() - 1).unwrap_or(u32::MAX)
+    }
+
+    /// Stores `values`, sorted and without duplicates, in the side
+    /// buffer; the reference for [`Record::list`].
+    pub(crate) fn push_set(&mut self, values: impl IntoIterator<Item = u64>) -> ListRef {
+        let start = self.lists.len();
+        self.lists.extend(values);
+        self.lists[start..].sort_unstable();
+        let mut kept = start;
+        for i in start..self.lists.len() {
+            if kept == start || self.lists[i] != self.lists[kept - 1] {
+                self.lists[kept] = self.lists[i];
+                kept += 1;
+            }
+        }
+        self.lists.truncate(kept);
+        ListRef(((start as u64) << 32) | (kept - start) as u64)
+    }
+
+    /// Every record, in order.
+    pub fn records(&self) -> impl Iterator<Item = &Record> + '_ {
+        self.chunks.iter().flatten()
+    }
+
+    /// How many records.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// The events called `name`.
     pub fn named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Record> + 'a {
-        self.records.iter().filter(move |r| r.name == name)
+        self.records().filter(move |r| r.name == name)
+    }
+
+    fn value(&self, key: Key, v: u64) -> Arg {
+        match key.kind() {
+            Kind::U64 => Arg::U64(v),
+            Kind::Name => Arg::Str(Cow::Owned(
+                self.names.get(v as usize).map_or("", |n| &**n).to_string(),
+            )),
+            Kind::Text => Arg::Str(Cow::Borrowed(TEXTS.get(v as usize).copied().unwrap_or(""))),
+            Kind::List => Arg::List(self.list(v).to_vec()),
+        }
+    }
+
+    fn list(&self, v: u64) -> &[u64] {
+        let (start, len) = ((v >> 32) as usize, (v & 0xffff_ffff) as usize);
+        self.lists.get(start..start + len).unwrap_or_default()
+    }
+
+    /// `r`'s arguments, resolved, in the order they were recorded.
+    pub fn args(&self, r: &Record) -> Vec<(&'static str, Arg)> {
+        r.args
+            .iter()
+            .map(|(k, v)| (k.name(), self.value(k, v)))
+            .collect()
+    }
+
+    /// The text of `r`'s argument `key` (a name or a fixed text).
+    pub fn str_arg(&self, r: &Record, key: &str) -> Option<&str> {
+        match r.args.get(key)? {
+            (k, v) if k.kind() == Kind::Name => self.names.get(v as usize).map(|n| &**n),
+            (k, v) if k.kind() == Kind::Text => TEXTS.get(v as usize).copied(),
+            _ => None,
+        }
+    }
+
+    /// The values of `r`'s list argument `key` (`worker_ids`).
+    pub fn list_arg(&self, r: &Record, key: &str) -> Option<&[u64]> {
+        match r.args.get(key)? {
+            (k, v) if k.kind() == Kind::List => Some(self.list(v)),
+            _ => None,
+        }
     }
 
     /// The trace with timestamps, durations and worker ids removed: what a
     /// deterministic replay must reproduce exactly even on real time.
     pub fn shape(&self) -> Vec<(&'static str, Vec<(&'static str, Arg)>)> {
-        self.records
-            .iter()
+        self.records()
             .map(|r| {
-                let args = r
-                    .args
-                    .iter()
-                    .filter(|(k, _)| !matches!(*k, "worker_id" | "worker_ids"))
-                    .cloned()
-                    .collect();
+                let mut args = self.args(r);
+                args.retain(|(k, _)| !matches!(*k, "worker_id" | "worker_ids"));
                 (r.name, args)
             })
             .collect()
     }
 
-    /// Writes the trace as Chrome trace JSON (opens in Perfetto).
+    /// Writes the trace as Chrome trace JSON (opens in Perfetto). Records
+    /// are turned into the writer's events one at a time, here and only
+    /// here.
     pub fn write_chrome(&self, out: &mut dyn Write) -> io::Result<u64> {
-        let mut tids: Vec<u64> = self.records.iter().map(|r| r.tid).collect();
+        let mut tids: Vec<u64> = self.records().map(|r| r.tid).collect();
         tids.sort_unstable();
         tids.dedup();
         let meta = chrome::Meta {
@@ -151,20 +420,16 @@ impl Trace {
                     (t, name)
                 })
                 .collect(),
-            other: vec![("events", self.records.len() as u64)],
+            other: vec![("events", self.len as u64)],
         };
-        let events: Vec<chrome::Event> = self
-            .records
-            .iter()
-            .map(|r| chrome::Event {
-                name: Cow::Borrowed(r.name),
-                cat: "lanes",
-                phase: r.phase,
-                tid: r.tid,
-                ts_ns: r.ts_ns,
-                args: r.args.clone(),
-            })
-            .collect();
-        chrome::write_chrome(out, &meta, &events)
+        let events = self.records().map(|r| chrome::Event {
+            name: Cow::Borrowed(r.name),
+            cat: "lanes",
+            phase: r.phase,
+            tid: r.tid,
+            ts_ns: r.ts_ns,
+            args: self.args(r),
+        });
+        chrome::write_chrome(out, &meta, events)
     }
 }
