@@ -1552,7 +1552,7 @@ fn run_loop<M: Send + 'static>(w: &mut ProcWorker<M>) {
     // One clone for the loop, not one per step: both workers bumping the
     // shared count each step would bounce its cache line between them.
     let inner = w.inner.clone();
-    let mut idle = TieredIdle::new(w.inner.spin_iters, w.inner.park_timeout);
+    let mut idle = TieredIdle::adaptive(w.inner.spin_iters, w.inner.park_timeout);
     let mut trace = NoopTrace;
     loop {
         match sched::find_task(w, &mut trace) {
