@@ -8,8 +8,12 @@
 //! per-round ratio to tokio with its spread.
 //!
 //! ```text
-//! net_run [--secs 5] [--warmup 1] [--rounds 5] [--workers 2] [--only GROUP] [--peers a,b,c]
+//! net_run [--secs 5] [--warmup 1] [--rounds 5] [--workers 2] [--only G1,G2] [--peers a,b,c]
 //! ```
+//!
+//! A peer written `PEER@TAG` is `PEER` served by the binary `net_server.TAG`
+//! beside this one (a copy of `net_server` built from another commit), so
+//! two builds of one runtime run in the same alternating rounds.
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
@@ -22,12 +26,13 @@ use std::time::{Duration, Instant};
 use magpie_benches::report::{balanced_rounds_at_least, median_of, round_order, Spread};
 
 /// The groups the issue asks for: echo over 1, 8 and 64 connections; hyper
-/// over 1 and 64.
-const GROUPS: [(&str, usize); 5] = [
+/// over 1 and 64; and hyper over 8.
+const GROUPS: [(&str, usize); 6] = [
     ("echo", 1),
     ("echo", 8),
     ("echo", 64),
     ("hyper", 1),
+    ("hyper", 8),
     ("hyper", 64),
 ];
 /// The reference peer of every ratio.
@@ -42,6 +47,7 @@ struct Args {
     warmup: f64,
     rounds: usize,
     workers: usize,
+    /// Comma-separated substrings; a group runs if its name contains one.
     only: Option<String>,
     peers: Vec<String>,
 }
@@ -127,7 +133,11 @@ fn main() -> ExitCode {
     let mut failed = false;
     for (workload, conns) in GROUPS {
         let group = format!("{workload}_c{conns}");
-        if args.only.as_deref().is_some_and(|o| !group.contains(o)) {
+        if args
+            .only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|part| group.contains(part)))
+        {
             continue;
         }
         let n = args.peers.len();
@@ -263,7 +273,12 @@ fn run_one(
     workload: &str,
     conns: usize,
 ) -> io::Result<Sample> {
-    let mut server = Command::new(bin(bin_dir, "net_server"))
+    // `PEER@TAG`: the same peer from the binary `net_server.TAG`.
+    let (peer, server_bin) = match peer.split_once('@') {
+        Some((peer, tag)) => (peer, format!("net_server.{tag}")),
+        None => (peer, "net_server".to_string()),
+    };
+    let mut server = Command::new(bin(bin_dir, &server_bin))
         .args(["--peer", peer, "--workload", workload])
         .args(["--workers", &args.workers.to_string()])
         .stdin(Stdio::piped())

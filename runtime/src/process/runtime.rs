@@ -1552,6 +1552,10 @@ fn run_loop<M: Send + 'static>(w: &mut ProcWorker<M>) {
     // One clone for the loop, not one per step: both workers bumping the
     // shared count each step would bounce its cache line between them.
     let inner = w.inner.clone();
+    // The fixed spin, not `TieredIdle::adaptive`: a first look (under load
+    // 12-14) had Savina's counting 1.3-1.5x slower with the adaptive
+    // policy, whose parked second worker stops stealing the consumer
+    // (sched/README.md, "Adaptive spinning").
     let mut idle = TieredIdle::new(w.inner.spin_iters, w.inner.park_timeout);
     let mut trace = NoopTrace;
     loop {

@@ -683,7 +683,7 @@ fn worker_main(
 }
 
 fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> {
-    let mut idle = TieredIdle::new(inner.spin_iters, inner.park_timeout);
+    let mut idle = TieredIdle::adaptive(inner.spin_iters, inner.park_timeout);
     let mut trace = NoopTrace;
     loop {
         match sched::find_task(&mut *worker, &mut trace) {
