@@ -78,7 +78,10 @@ impl<M: Send + 'static> SendCache<M> {
     /// The cached cell of `pid`: the slot's cell if it is `pid`'s (same
     /// index and generation).
     fn get(&self, pid: Pid) -> Option<&Arc<Cell<M>>> {
-        self.slots.get(Self::slot(pid))?.as_ref().filter(|c| c.pid == pid)
+        self.slots
+            .get(Self::slot(pid))?
+            .as_ref()
+            .filter(|c| c.pid == pid)
     }
 
     /// Caches `cell` in its slot, dropping what was there.
