@@ -451,7 +451,7 @@ fn mpsc_push_racing_pop_across_a_block_boundary_conserves_per_producer_order() {
 // protocol: process R1 R2 R3 R4 Q1 Q2 C1 C2
 // broken-variant: recycle_ignores_observed_tail; class: slot reuse; expects: Causality violation
 // broken-variant: observed_tail_by_load; class: store buffering; expects: Causality violation
-// broken-variant: ready_snapshot_kept_across_blocks; class: stale snapshot; expects: Causality violation
+// broken-variant: ready_snapshot_kept_across_blocks; class: stale snapshot; expects: index out of bounds
 #[test]
 fn block_recycling_racing_a_slow_producer_never_reuses_a_held_block() {
     loom::model(|| {
