@@ -21,7 +21,12 @@
 //! round-robin over 2 arbiters. The framework
 //! peers live in `magpie_benches::savina`; every peer checks its answer.
 //!
-//! Run: `cargo run --release -p magpie-benches --example process_savina [ROUNDS [WORKLOAD]]`
+//! Run: `cargo run --release -p magpie-benches --example process_savina [ROUNDS [WORKLOAD [PEER]]]`
+//!
+//! `WORKLOAD` (`ping-pong`, `counting`, `thread-ring`, `fork-join`, `big`;
+//! `all` for every one) and `PEER` (`magpie-2w`, `tokio-mpsc-2w`, ...) keep
+//! only the runs named, for profiling one of them (`perf record -g`); the
+//! ratio lines need `magpie-2w` and the peer in the same run.
 
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -557,7 +562,8 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(5);
-    let only: Option<String> = std::env::args().nth(2);
+    let only: Option<String> = std::env::args().nth(2).filter(|w| w != "all");
+    let only_peer: Option<String> = std::env::args().nth(3);
     println!(
         "scale: ping-pong {PING} round trips, counting {COUNT} messages, ring {RING} x {HOPS} hops, \
          fork-join {FORK} processes, big {BIG} processes x {BIG_PINGS} pings; {rounds} rounds, peer order rotated each round"
@@ -618,6 +624,18 @@ fn main() {
     ];
     for (name, peers) in &workloads {
         if only.as_deref().is_some_and(|o| o != *name) {
+            continue;
+        }
+        if let Some(peer) = &only_peer {
+            // One peer alone (profiling): its times, no ratios.
+            let Some((_, run)) = peers.iter().find(|(p, _)| p == peer) else {
+                panic!("no peer named {peer:?}");
+            };
+            let mut t: Vec<f64> = (0..rounds).map(|_| run().as_secs_f64() * 1e3).collect();
+            let lo = t.iter().cloned().fold(f64::INFINITY, f64::min);
+            let hi = t.iter().cloned().fold(0.0, f64::max);
+            let median = median_of(&mut t).unwrap();
+            println!("{name:12} {peer:14} median {median:9.1} ms  [{lo:.1} .. {hi:.1}]");
             continue;
         }
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); peers.len()];

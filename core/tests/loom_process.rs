@@ -444,10 +444,14 @@ fn mpsc_push_racing_pop_across_a_block_boundary_conserves_per_producer_order() {
 /// recycles a block only after every producer that could have loaded it
 /// from `block_tail` has made its slot ready (README, R2-R3): no producer
 /// touches a recycled block (loom would report the consumer's reset of its
-/// start racing the producer's read), and every event arrives.
-// protocol: process R1 R2 R3 R4 Q1 Q2
+/// start racing the producer's read), and every event arrives. The
+/// consumer's snapshot of the full first block's ready bits is forgotten
+/// when it moves to the second (C1), so it reads slot 2 only after its own
+/// Acquire load saw that slot's bit (C2).
+// protocol: process R1 R2 R3 R4 Q1 Q2 C1 C2
 // broken-variant: recycle_ignores_observed_tail; class: slot reuse; expects: Causality violation
 // broken-variant: observed_tail_by_load; class: store buffering; expects: Causality violation
+// broken-variant: ready_snapshot_kept_across_blocks; class: stale snapshot; expects: index out of bounds
 #[test]
 fn block_recycling_racing_a_slow_producer_never_reuses_a_held_block() {
     loom::model(|| {

@@ -4,7 +4,7 @@ mod process_support;
 
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use magpie_runtime::process::{
     Event, InitError, ProcessRuntime, RegisterError, SendError, SpawnError, SpawnOptions,
@@ -201,4 +201,79 @@ fn bounded_try_send_gives_the_message_back_when_full() {
     // Three messages; cancellation is a flag in the state word, not a
     // queued event.
     assert_eq!(m.mailbox_high_water, 3);
+}
+
+#[test]
+fn a_conversation_stays_on_the_worker_it_started_on() {
+    // Two processes answering each other: each message wakes the other,
+    // which the step hands over to run next on the same worker (and, after
+    // MAX_HANDOFFS = 128 hand-offs in a row, through the worker's own LIFO
+    // slot). Neither run-queue path lets the other worker take it, so once
+    // both have settled every step of the pair runs on one worker.
+    const ROUNDS: u64 = 2_000;
+    const SETTLED: u64 = 20;
+    let rt = rt(2);
+    let seen: Arc<Mutex<Vec<Option<usize>>>> = Arc::default();
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let pong_seen = seen.clone();
+    let pong = rt
+        .spawn(
+            Script::new(move |events, out: &mut StepOutput<'_, u64>| {
+                for ev in events {
+                    if let Event::Message {
+                        from: Some(f), msg, ..
+                    } = ev
+                    {
+                        if msg >= SETTLED {
+                            pong_seen
+                                .lock()
+                                .unwrap()
+                                .push(magpie_runtime::current_worker_id());
+                        }
+                        out.send(f, msg + 1).unwrap();
+                    }
+                }
+                out.idle();
+            }),
+            "main",
+            None,
+        )
+        .unwrap();
+    let ping_seen = seen.clone();
+    let ping = rt
+        .spawn(
+            Script::new(move |events, out: &mut StepOutput<'_, u64>| {
+                for ev in events {
+                    if let Event::Message { msg, .. } = ev {
+                        if msg >= SETTLED {
+                            ping_seen
+                                .lock()
+                                .unwrap()
+                                .push(magpie_runtime::current_worker_id());
+                        }
+                        if msg >= ROUNDS {
+                            tx.lock().unwrap().send(msg).unwrap();
+                        } else {
+                            out.send(pong, msg + 1).unwrap();
+                        }
+                    }
+                }
+                out.idle();
+            }),
+            "main",
+            None,
+        )
+        .unwrap();
+    rt.send(ping, 0).unwrap();
+    assert_eq!(rx.recv().unwrap(), ROUNDS);
+    rt.shutdown(GRACE);
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len() as u64, ROUNDS - SETTLED + 1);
+    assert!(seen[0].is_some(), "steps run on workers");
+    assert!(
+        seen.iter().all(|w| *w == seen[0]),
+        "the pair moved between workers: {:?}",
+        seen.iter().filter(|w| **w != seen[0]).count()
+    );
 }

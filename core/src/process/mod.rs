@@ -28,7 +28,7 @@ pub use mpsc::{BLOCK_CAP, RECYCLE_TRIES};
 use core::fmt;
 
 use crate::sync::atomic::{AtomicU64, Ordering};
-use mpsc::{LazyQueue, Pop};
+use mpsc::{LazyQueue, Pop, Queue};
 pub use state::{
     Lifecycle, Snapshot, State, TransitionToCancelled, TransitionToClaimed, TransitionToNotified,
     TransitionToRunning, TransitionToWaiting, Wait,
@@ -206,6 +206,7 @@ impl<T: Send> Mailbox<T> {
         match self.state.transition_to_running() {
             TransitionToRunning::Success { cancelled } => Some(Stepping {
                 mailbox: self,
+                queue: None,
                 cancelled,
                 popped: 0,
             }),
@@ -219,6 +220,7 @@ impl<T: Send> Mailbox<T> {
         match self.state.claim_for_close() {
             TransitionToClaimed::Claimed => Ok(Stepping {
                 mailbox: self,
+                queue: None,
                 cancelled: self.state.load().is_cancelled(),
                 popped: 0,
             }),
@@ -236,6 +238,9 @@ impl<T: Send> Mailbox<T> {
 #[must_use = "a step must end with finish or complete"]
 pub struct Stepping<'a, T> {
     mailbox: &'a Mailbox<T>,
+    /// The event queue once a pop found it built (step L2), kept for the
+    /// rest of the step.
+    queue: Option<&'a Queue<T>>,
     cancelled: bool,
     popped: u64,
 }
@@ -258,12 +263,21 @@ impl<'a, T: Send> Stepping<'a, T> {
     /// The oldest queued event, or `None` if the queue is empty (or a
     /// producer is mid-push: its notify will re-queue the process).
     pub fn pop(&mut self) -> Option<T> {
+        let queue = match self.queue {
+            Some(queue) => queue,
+            None => {
+                // L2: nothing pushed yet means nothing to pop.
+                let queue = self.mailbox.queue.get()?;
+                self.queue = Some(queue);
+                queue
+            }
+        };
         // SAFETY: this token is the only one for this mailbox (READY ->
         // RUNNING and claim_for_close hand out at most one, and the next
         // requires leaving RUNNING, which consumes it), so this is the single
         // consumer; the transitions' AcqRel order one step's pops before the
         // next's.
-        match unsafe { self.mailbox.queue.pop() } {
+        match unsafe { queue.pop() } {
             Pop::Data(v) => {
                 self.popped += 1;
                 Some(v)

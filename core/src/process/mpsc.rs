@@ -34,6 +34,7 @@ use core::ptr;
 
 use crate::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use crate::sync::UnsafeCell;
+use crate::CachePadded;
 
 /// Slots per block: one allocation per `BLOCK_CAP` events at most, none in
 /// steady state. 2 under `cfg(loom)`, so a model crosses blocks and
@@ -121,6 +122,11 @@ struct Rx<T> {
     free_head: *mut Block<T>,
     /// The next index to pop.
     index: u64,
+    /// The last value of `head.ready` the consumer loaded (0 after moving
+    /// to a new block): slots whose bit it has are ready and published to
+    /// the consumer already, so their pops need no load of the word
+    /// producers keep writing (README, C2).
+    ready: u64,
 }
 
 /// A multi-producer, single-consumer FIFO queue.
@@ -130,7 +136,10 @@ pub(crate) struct Queue<T> {
     /// A block at or before the one owning the newest claim: where
     /// producers start walking. It only moves forward, one block per CAS.
     block_tail: AtomicPtr<Block<T>>,
-    rx: UnsafeCell<Rx<T>>,
+    /// On a cache line of its own: the consumer writes `index` on every
+    /// pop, and on the line of `tail` that write would cost each producer's
+    /// claim (and each pop) a line transfer while both run.
+    rx: CachePadded<UnsafeCell<Rx<T>>>,
     /// Blocks allocated by producers (unit tests check steady state
     /// allocates none).
     #[cfg(all(test, not(loom)))]
@@ -150,11 +159,12 @@ impl<T> Queue<T> {
         Self {
             tail: AtomicU64::new(0),
             block_tail: AtomicPtr::new(first),
-            rx: UnsafeCell::new(Rx {
+            rx: CachePadded::new(UnsafeCell::new(Rx {
                 head: first,
                 free_head: first,
                 index: 0,
-            }),
+                ready: 0,
+            })),
             #[cfg(all(test, not(loom)))]
             grown: crate::sync::atomic::AtomicUsize::new(0),
         }
@@ -349,15 +359,28 @@ impl<T> Queue<T> {
             }
             head = next;
             rx.head = next;
+            // broken: the old block's snapshot is kept, so its bits claim
+            // slots of the new block ready before their producers wrote them.
+            #[cfg(not(magpie_broken = "ready_snapshot_kept_across_blocks"))]
+            {
+                rx.ready = 0;
+            }
             // SAFETY: published by the Acquire above.
             debug_assert_eq!(unsafe { Block::start(head) }, target);
         }
         let offset = (rx.index & OFFSET_MASK) as usize;
-        // C2. Acquire: pairs with the Release `fetch_or` in `push` (Q4).
-        // SAFETY: `head` is live.
-        let ready = unsafe { (*head).ready.load(Ordering::Acquire) };
-        if ready & (1 << offset) == 0 {
-            return self.nothing(rx.index);
+        // C2. The snapshot first: a bit in it was read by an earlier
+        // Acquire load of this block's `ready`, which synchronised with
+        // that slot's producer (every write of `ready` while the block is
+        // in use is an RMW, so the value read heads back through a release
+        // sequence to each `fetch_or` it includes).
+        if rx.ready & (1 << offset) == 0 {
+            // Acquire: pairs with the Release `fetch_or` in `push` (Q4).
+            // SAFETY: `head` is live.
+            rx.ready = unsafe { (*head).ready.load(Ordering::Acquire) };
+            if rx.ready & (1 << offset) == 0 {
+                return self.nothing(rx.index);
+            }
         }
         // SAFETY: the ready bit says the producer's write is complete and
         // visible (Acquire above); `index` moves past the slot, so it is read
@@ -568,22 +591,25 @@ impl<T> LazyQueue<T> {
         self.get_or_init().push(value);
     }
 
-    /// L2, then [`Queue::pop`].
-    ///
-    /// # Safety
-    /// [`Queue::pop`]'s contract.
-    pub(crate) unsafe fn pop(&self) -> Pop<T> {
+    /// L2: the queue, or `None` if nothing was ever pushed ([`Pop::Empty`]
+    /// for the consumer). Once `Some`, it stays the same queue until the
+    /// mailbox is dropped, so the consumer may keep the reference for a
+    /// step instead of loading the pointer per pop (the pointer shares a
+    /// cache line with the admission and state words, which producers write
+    /// on every send).
+    pub(crate) fn get(&self) -> Option<&Queue<T>> {
         // Acquire: pairs with the AcqRel CAS in `get_or_init`.
         #[cfg(not(magpie_broken = "lazy_queue_relaxed"))]
         let q = self.queue.load(Ordering::Acquire);
         #[cfg(magpie_broken = "lazy_queue_relaxed")]
         let q = self.queue.load(Ordering::Relaxed);
         if q.is_null() {
-            return Pop::Empty;
+            return None;
         }
-        // SAFETY: installed (live until `drop`); the caller keeps `pop`'s
-        // contract.
-        unsafe { (*q).pop() }
+        // SAFETY: a non-null pointer was installed by `get_or_init`'s CAS
+        // and is freed only by `drop`, which has `&mut self`; the Acquire
+        // above makes its construction visible.
+        Some(unsafe { &*q })
     }
 }
 

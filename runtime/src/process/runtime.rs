@@ -43,40 +43,101 @@ use crate::worker_id;
 pub const DEFAULT_EVENT_BUDGET: usize = 64;
 /// Steps between two looks at the timer wheel.
 const TIMER_CHECK_INTERVAL: u32 = 61;
-/// Cells a worker keeps for its processes' sends before it forgets them all.
-const SEND_CACHE: usize = 256;
+/// Slots of a worker's send cache (a power of two): the cell of PID `p` is
+/// kept at slot `p.index & (SEND_CACHE - 1)`, so a worker sending to up to
+/// this many processes with neighbouring slab indices (Savina's big: 1000)
+/// never takes the registry lock after the first send to each.
+const SEND_CACHE: usize = 1024;
+const _: () = assert!(SEND_CACHE.is_power_of_two());
+/// Consecutive hand-offs (README.md, "Hand-off") before the woken process
+/// goes through the scheduler's LIFO slot instead, so `find_task` looks at
+/// the global queue, shutdown and its tick budget at least this often.
+const MAX_HANDOFFS: u32 = crate::sched::BUDGET_PER_TICK;
 
 pub mod sim;
 
-/// The send cache's hasher. A PID is two `u32`s that are already spread
-/// (a slab index and a generation), so FxHash's rotate-xor-multiply is
-/// enough; SipHash, std's default, costs more than the rest of a send's
-/// lookup.
-#[derive(Debug, Default, Clone, Copy)]
-struct PidHasher(u64);
+/// A worker's cache of the cells its processes sent to, direct-mapped by
+/// slab index: one array read and one PID compare per send, no hashing. A
+/// slot holds the cell it was last filled with; a send to another PID of
+/// the same slot replaces it. Empty (no allocation) until the first send.
+struct SendCache<M: Send + 'static> {
+    slots: Vec<Option<Arc<Cell<M>>>>,
+}
 
-impl PidHasher {
-    fn add(&mut self, x: u64) {
-        self.0 = (self.0.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+impl<M: Send + 'static> Default for SendCache<M> {
+    fn default() -> Self {
+        Self { slots: Vec::new() }
     }
 }
 
-impl std::hash::Hasher for PidHasher {
-    fn finish(&self) -> u64 {
-        self.0
+impl<M: Send + 'static> SendCache<M> {
+    fn slot(pid: Pid) -> usize {
+        pid.index as usize & (SEND_CACHE - 1)
     }
 
-    fn write(&mut self, bytes: &[u8]) {
-        bytes.iter().for_each(|&b| self.add(u64::from(b)));
+    /// The cached cell of `pid`: the slot's cell if it is `pid`'s (same
+    /// index and generation).
+    fn get(&self, pid: Pid) -> Option<&Arc<Cell<M>>> {
+        self.slots
+            .get(Self::slot(pid))?
+            .as_ref()
+            .filter(|c| c.pid == pid)
     }
 
-    fn write_u32(&mut self, n: u32) {
-        self.add(u64::from(n));
+    /// Caches `cell` in its slot, dropping what was there.
+    fn insert(&mut self, cell: Arc<Cell<M>>) -> &Arc<Cell<M>> {
+        if self.slots.is_empty() {
+            self.slots.resize_with(SEND_CACHE, || None);
+        }
+        let slot = &mut self.slots[Self::slot(cell.pid)];
+        slot.insert(cell)
+    }
+
+    /// Forgets `pid`'s cell (it refused as ended).
+    fn remove(&mut self, pid: Pid) {
+        if let Some(slot) = self.slots.get_mut(Self::slot(pid)) {
+            if slot.as_ref().is_some_and(|c| c.pid == pid) {
+                *slot = None;
+            }
+        }
     }
 }
 
-/// A worker's cache of the cells its processes sent to.
-type SendCache<M> = HashMap<Pid, Arc<Cell<M>>, std::hash::BuildHasherDefault<PidHasher>>;
+/// What a mailbox holds: a plain message inline, every other event boxed.
+/// Plain messages are most of the traffic; inline they take
+/// `size_of::<Envelope<u64>>()` = 24 bytes of a queue slot, where the whole
+/// [`Event`] takes 64 (a call's `ReplyTo` and an exit notice are the large
+/// variants), so a block of `BLOCK_CAP` slots, and the memory a flood of
+/// queued messages writes, is 2.6 times smaller
+/// (`plain_messages_travel_inline_in_24_bytes`).
+pub(crate) enum Envelope<M: Send + 'static> {
+    Message { from: Option<Pid>, msg: M },
+    Other(Box<Event<M>>),
+}
+
+impl<M: Send + 'static> Envelope<M> {
+    fn pack(event: Event<M>) -> Self {
+        match event {
+            Event::Message {
+                from,
+                msg,
+                reply: None,
+            } => Envelope::Message { from, msg },
+            other => Envelope::Other(Box::new(other)),
+        }
+    }
+
+    fn unpack(self) -> Event<M> {
+        match self {
+            Envelope::Message { from, msg } => Event::Message {
+                from,
+                msg,
+                reply: None,
+            },
+            Envelope::Other(event) => *event,
+        }
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -99,13 +160,26 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 /// One process: its mailbox (core), its body and its bookkeeping.
 pub(crate) struct Cell<M: Send + 'static> {
     pid: Pid,
-    mailbox: Mailbox<Event<M>>,
+    mailbox: Mailbox<Envelope<M>>,
     bound: Option<usize>,
     /// Depth in the spawn tree (0 for a process spawned from outside).
     depth: u32,
-    /// `None` once closed: `close` takes it out, so it runs once.
-    body: Mutex<Option<Box<dyn Process<M>>>>,
+    /// `None` once closed: `close` takes it out, so it runs once. Only the
+    /// holder of the `Stepping` token (or `close`) locks it: one
+    /// uncontended lock per step covers the body and the step's own flags.
+    body: Mutex<Option<Body<M>>>,
     meta: Mutex<Meta>,
+}
+
+/// The process and what only its steps read and write.
+struct Body<M: Send + 'static> {
+    process: Box<dyn Process<M>>,
+    /// A step has run (the first step runs even with no events).
+    started: bool,
+    cancel_delivered: bool,
+    /// How the last step ended: `Yield` (keep running) means the next entry
+    /// steps even with no events.
+    last_wait: Wait,
 }
 
 struct Meta {
@@ -113,11 +187,6 @@ struct Meta {
     live_children: usize,
     /// Ended, but a child is still open: `close` waits for the last child.
     close_pending: bool,
-    cancel_delivered: bool,
-    started: bool,
-    /// How the last step ended: `Yield` (keep running) means the next entry
-    /// steps even with no events.
-    last_wait: Wait,
     /// What most processes never need, allocated on first use: an idle
     /// process that never yielded, linked, was watched or had a sender wait
     /// for room pays one pointer here (`benches/examples/process_idle_mem.rs`).
@@ -248,6 +317,13 @@ impl Counters {
     fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
     }
+
+    /// A counter of a worker's own set, on that worker: it is the only
+    /// writer, so a load and a store keep the count exact without a locked
+    /// read-modify-write (readers may see it a moment late).
+    fn add_owned(c: &AtomicU64, n: u64) {
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
 }
 
 pub(crate) struct Inner<M: Send + 'static> {
@@ -324,6 +400,15 @@ impl<M: Send + 'static> Inner<M> {
         }
     }
 
+    /// Adds `n` to the counter `field` of the thread behind `sink`.
+    fn count(&self, sink: &Sink<'_, M>, field: fn(&Counters) -> &AtomicU64, n: u64) {
+        match sink {
+            // Only worker `id` builds a `Sink::Local` with its own id.
+            Sink::Local(_, id) => Counters::add_owned(field(&self.counters[*id]), n),
+            Sink::Remote => Counters::add(field(self.shared_ctr()), n),
+        }
+    }
+
     /// The counters of threads that are not workers (and of rare events).
     fn shared_ctr(&self) -> &Counters {
         &self.counters[self.counters.len() - 1]
@@ -359,10 +444,10 @@ impl<M: Send + 'static> Inner<M> {
     fn deliver(
         &self,
         cell: &Arc<Cell<M>>,
-        event: Event<M>,
+        event: Envelope<M>,
         bounded: bool,
         sink: &mut Sink<'_, M>,
-    ) -> Result<(), (Event<M>, Refusal)> {
+    ) -> Result<(), (Envelope<M>, Refusal)> {
         let bound = if bounded { cell.bound } else { None };
         match cell.mailbox.send(event, bound) {
             Ok(sent) => {
@@ -389,7 +474,7 @@ impl<M: Send + 'static> Inner<M> {
         sink: &mut Sink<'_, M>,
     ) -> Result<(), SendError<M>> {
         let Some(cell) = self.lookup(to) else {
-            Counters::add(&self.ctr(sink).refused, 1);
+            self.count(sink, |c| &c.refused, 1);
             return Err(SendError::NoProcess(msg));
         };
         self.send_to_cell(from, &cell, msg, sink)
@@ -402,19 +487,14 @@ impl<M: Send + 'static> Inner<M> {
         msg: M,
         sink: &mut Sink<'_, M>,
     ) -> Result<(), SendError<M>> {
-        let ev = Event::Message {
-            from,
-            msg,
-            reply: None,
-        };
-        match self.deliver(cell, ev, true, sink) {
+        match self.deliver(cell, Envelope::Message { from, msg }, true, sink) {
             Ok(()) => {
-                Counters::add(&self.ctr(sink).sent, 1);
+                self.count(sink, |c| &c.sent, 1);
                 Ok(())
             }
             Err((ev, reason)) => {
-                Counters::add(&self.ctr(sink).refused, 1);
-                let Event::Message { msg, .. } = ev else {
+                self.count(sink, |c| &c.refused, 1);
+                let Envelope::Message { msg, .. } = ev else {
                     unreachable!("the refused event is the one sent")
                 };
                 Err(match reason {
@@ -438,7 +518,8 @@ impl<M: Send + 'static> Inner<M> {
         if !lock(&cell.meta).unpend(tag) {
             return Err(CompleteError::NotPending);
         }
-        self.deliver(&cell, Event::Completion { tag, result }, false, sink)
+        let ev = Envelope::pack(Event::Completion { tag, result });
+        self.deliver(&cell, ev, false, sink)
             .map_err(|_| CompleteError::NoProcess)
     }
 
@@ -451,15 +532,11 @@ impl<M: Send + 'static> Inner<M> {
         err: CommandError,
         sink: &mut Sink<'_, M>,
     ) {
-        let _ = self.deliver(
-            cell,
-            Event::Completion {
-                tag,
-                result: Err(err),
-            },
-            false,
-            sink,
-        );
+        let ev = Envelope::pack(Event::Completion {
+            tag,
+            result: Err(err),
+        });
+        let _ = self.deliver(cell, ev, false, sink);
     }
 
     fn cancel_cell(&self, cell: &Arc<Cell<M>>, sink: &mut Sink<'_, M>) {
@@ -522,14 +599,16 @@ impl<M: Send + 'static> Inner<M> {
             mailbox: Mailbox::new(),
             bound: opts.mailbox_bound,
             depth: parent.map_or(0, |p| p.depth + 1),
-            body: Mutex::new(Some(process)),
+            body: Mutex::new(Some(Body {
+                process,
+                started: false,
+                cancel_delivered: false,
+                last_wait: Wait::Idle,
+            })),
             meta: Mutex::new(Meta {
                 parent: parent.map(|p| p.pid),
                 live_children: 0,
                 close_pending: false,
-                cancel_delivered: false,
-                started: false,
-                last_wait: Wait::Idle,
                 rare: None,
             }),
         });
@@ -583,12 +662,12 @@ impl<M: Send + 'static> Inner<M> {
         }
         let notify = |to: Pid, relation: Relation, value: Option<M>, sink: &mut Sink<'_, M>| {
             if let Some(target) = self.lookup(to) {
-                let ev = Event::Exit(ExitNotice {
+                let ev = Envelope::pack(Event::Exit(ExitNotice {
                     pid: cell.pid,
                     reason: reason.clone(),
                     relation,
                     value,
-                });
+                }));
                 let _ = self.deliver(&target, ev, false, sink);
             }
         };
@@ -642,7 +721,7 @@ impl<M: Send + 'static> Inner<M> {
     fn run_close(&self, cell: &Arc<Cell<M>>) {
         let body = lock(&cell.body).take();
         let Some(mut body) = body else { return };
-        let _ = panic::catch_unwind(AssertUnwindSafe(|| body.close()));
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| body.process.close()));
         drop(body);
         Counters::add(&self.shared_ctr().closed, 1);
         let mut reg = lock(&self.registry);
@@ -758,17 +837,14 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
         // has ended refuses at its admission word (CLOSED is set before the
         // registry marks the exit), so the cache never delivers to a dead
         // process, and a cell is one process: a reused slot is a new cell.
-        let cell = match self.cache.get(&to) {
+        let cell = match self.cache.get(to) {
             Some(cell) => cell,
             None => {
                 let Some(cell) = self.inner.lookup(to) else {
-                    Counters::add(&self.inner.counters[self.worker].refused, 1);
+                    Counters::add_owned(&self.inner.counters[self.worker].refused, 1);
                     return Err(SendError::NoProcess(msg));
                 };
-                if self.cache.len() >= SEND_CACHE {
-                    self.cache.clear();
-                }
-                self.cache.entry(to).or_insert(cell)
+                self.cache.insert(cell)
             }
         };
         let mut sink = Sink::Local(self.woken, self.worker);
@@ -776,7 +852,7 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
             .inner
             .send_to_cell(Some(self.cell.pid), cell, msg, &mut sink);
         if let Err(SendError::NoProcess(_)) = &r {
-            self.cache.remove(&to);
+            self.cache.remove(to);
         }
         r
     }
@@ -827,12 +903,12 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
                 }
             }
             Some(reason) => {
-                let ev = Event::Exit(ExitNotice {
+                let ev = Envelope::pack(Event::Exit(ExitNotice {
                     pid,
                     reason,
                     relation,
                     value: None,
-                });
+                }));
                 let mut sink = Sink::Local(self.woken, self.worker);
                 let _ = self.inner.deliver(self.cell, ev, false, &mut sink);
             }
@@ -1484,6 +1560,11 @@ struct ProcWorker<M: Send + 'static> {
     woken: Vec<Arc<Cell<M>>>,
     cache: SendCache<M>,
     steps_since_timers: u32,
+    /// The process the last step woke first, run next on this worker
+    /// without a trip through the run queues (README.md, "Hand-off").
+    next: Option<Arc<Cell<M>>>,
+    /// Hand-offs since the last process `find_task` found.
+    handoffs: u32,
 }
 
 impl<M: Send + 'static> ProcWorker<M> {
@@ -1504,7 +1585,27 @@ impl<M: Send + 'static> ProcWorker<M> {
             woken: Vec::new(),
             cache: SendCache::default(),
             steps_since_timers: 0,
+            next: None,
+            handoffs: 0,
         }
+    }
+
+    /// The process to run next by hand-off, if there is one and the caps
+    /// allow it; else the woken process goes to the scheduler's LIFO slot,
+    /// where `find_task` gets it after its own checks. Always leaves `next`
+    /// empty, so a worker never idles or parks holding a process.
+    ///
+    /// Only with an empty ring: processes waiting there get the LIFO
+    /// slot's fairness (at most `MAX_LIFO_POLLS_PER_TICK` in a row), and
+    /// the LIFO path's wake-on-hoard then has something to hand a thief.
+    fn take_handoff(&mut self) -> Option<Arc<Cell<M>>> {
+        let cell = self.next.take()?;
+        if self.handoffs < MAX_HANDOFFS && self.core.local.is_empty() {
+            self.handoffs += 1;
+            return Some(cell);
+        }
+        self.parts().spawn_local(cell);
+        None
     }
 }
 
@@ -1540,6 +1641,7 @@ fn worker_main<M: Send + 'static>(
     if sched::enter(&mut w) {
         run_loop(&mut w);
     }
+    drop(w.next.take());
     while let Some(cell) = w.core.local.pop() {
         drop(cell);
     }
@@ -1559,9 +1661,18 @@ fn run_loop<M: Send + 'static>(w: &mut ProcWorker<M>) {
     let mut idle = TieredIdle::new(w.inner.spin_iters, w.inner.park_timeout);
     let mut trace = NoopTrace;
     loop {
+        if let Some(cell) = w.take_handoff() {
+            w.steps_since_timers += 1;
+            if w.steps_since_timers >= TIMER_CHECK_INTERVAL {
+                fire_timers(w);
+            }
+            run_cell(w, &inner, cell);
+            continue;
+        }
         match sched::find_task(w, &mut trace) {
             Found::Task(cell) => {
                 idle.on_work();
+                w.handoffs = 0;
                 w.steps_since_timers += 1;
                 if w.steps_since_timers >= TIMER_CHECK_INTERVAL {
                     fire_timers(w);
@@ -1620,18 +1731,26 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     let Some(mut token) = cell.mailbox.transition_to_running() else {
         return;
     };
-    // 2. Take at most the budget of events.
     let mut events = std::mem::take(&mut w.events);
     events.clear();
-    let (first, cancel_new) = {
-        let mut meta = lock(&cell.meta);
-        let first = !meta.started;
-        meta.started = true;
-        (first, token.is_cancelled() && !meta.cancel_delivered)
+    // One lock for the whole step: the body and the step's own flags. Only
+    // the token holder takes it (and `close`, after the token is gone).
+    let mut guard = lock(&cell.body);
+    let Some(body) = guard.as_mut() else {
+        // Closed already (not reachable: close follows COMPLETE, and a
+        // COMPLETE process has no token); leave it as it was.
+        drop(guard);
+        w.events = events;
+        finish(w, &cell, token, Wait::Idle);
+        return;
     };
+    let first = !body.started;
+    body.started = true;
+    let cancel_new = token.is_cancelled() && !body.cancel_delivered;
+    // 2. Take at most the budget of events.
     while events.len() < inner.budget {
         match token.pop() {
-            Some(ev) => events.push(ev),
+            Some(ev) => events.push(ev.unpack()),
             None => break,
         }
     }
@@ -1639,47 +1758,55 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     // The cancel comes after the events queued before it, once the queue
     // has been drained: with the budget used up it waits for the next step.
     if cancel_new && !budget_hit {
-        lock(&cell.meta).cancel_delivered = true;
+        body.cancel_delivered = true;
         events.push(Event::Cancel);
     }
-    if cell.bound.is_some() {
+    let waiters = if cell.bound.is_some() {
         token.release_popped();
-        let waiters = lock(&cell.meta).take_send_waiters();
-        waiters.into_iter().for_each(Waker::wake);
-    }
-    if events.is_empty() && !first {
+        lock(&cell.meta).take_send_waiters()
+    } else {
+        Vec::new()
+    };
+    if events.is_empty() && !first && body.last_wait != Wait::Yield {
         // A spare wake (the event was taken by the step before): back to
         // sleep as it was, unless the last step asked to keep running.
-        let wait = lock(&cell.meta).last_wait;
-        if wait != Wait::Yield {
-            finish(w, &cell, token, wait);
-            w.events = events;
-            return;
-        }
+        let wait = body.last_wait;
+        drop(guard);
+        waiters.into_iter().for_each(Waker::wake);
+        w.events = events;
+        finish(w, &cell, token, wait);
+        return;
     }
-    Counters::add(&inner.counters[id].steps, 1);
-    Counters::add(&inner.counters[id].events, events.len() as u64);
+    Counters::add_owned(&inner.counters[id].steps, 1);
+    Counters::add_owned(&inner.counters[id].events, events.len() as u64);
     // 3. Step.
     let mut woken = std::mem::take(&mut w.woken);
     let mut cache = std::mem::take(&mut w.cache);
-    let (result, commands, status) = {
-        let mut out = StepOutput {
-            cell: &cell,
-            inner,
-            woken: &mut woken,
-            worker: id,
-            cache: &mut cache,
-            commands: Vec::new(),
-            status: Status::Idle,
-        };
-        let mut body = lock(&cell.body);
-        let result = match body.as_mut() {
-            Some(p) => panic::catch_unwind(AssertUnwindSafe(|| p.step(events.drain(..), &mut out))),
-            None => Ok(()),
-        };
-        drop(body);
-        (result, std::mem::take(&mut out.commands), out.status)
+    let mut out = StepOutput {
+        cell: &cell,
+        inner,
+        woken: &mut woken,
+        worker: id,
+        cache: &mut cache,
+        commands: Vec::new(),
+        status: Status::Idle,
     };
+    let process = &mut body.process;
+    let result = panic::catch_unwind(AssertUnwindSafe(|| {
+        process.step(events.drain(..), &mut out)
+    }));
+    let (commands, status) = (std::mem::take(&mut out.commands), out.status);
+    let wait = match (&result, &status) {
+        (Ok(()), Status::Blocked) => Some(Wait::Blocked),
+        (Ok(()), Status::Running) => Some(Wait::Yield),
+        (Ok(()), Status::Idle) => Some(Wait::Idle),
+        _ => None,
+    };
+    if let Some(wait) = wait {
+        body.last_wait = wait;
+    }
+    drop(guard);
+    waiters.into_iter().for_each(Waker::wake);
     events.clear();
     w.events = events;
     w.cache = cache;
@@ -1687,8 +1814,8 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     let mut sink = Sink::Local(&mut woken, id);
     match result {
         Err(payload) => {
-            Counters::add(&inner.counters[id].failed, 1);
-            Counters::add(&inner.counters[id].panicked, 1);
+            Counters::add_owned(&inner.counters[id].failed, 1);
+            Counters::add_owned(&inner.counters[id].panicked, 1);
             drop(commands);
             end_process(
                 inner,
@@ -1701,40 +1828,55 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
         }
         Ok(()) => match status {
             Status::Complete(value) => {
-                Counters::add(&inner.counters[id].completed, 1);
+                Counters::add_owned(&inner.counters[id].completed, 1);
                 dispatch(inner, &cell, commands, &mut sink);
                 end_process(inner, &cell, token, ExitReason::Completed, value, &mut sink);
             }
             Status::Fail(e) => {
-                Counters::add(&inner.counters[id].failed, 1);
+                Counters::add_owned(&inner.counters[id].failed, 1);
                 end_process(inner, &cell, token, ExitReason::Failed(e), None, &mut sink);
             }
-            status => {
+            _ => {
                 dispatch(inner, &cell, commands, &mut sink);
-                let wait = match status {
-                    Status::Blocked => Wait::Blocked,
-                    Status::Running => Wait::Yield,
-                    _ => Wait::Idle,
+                let wait = if budget_hit {
+                    Wait::Yield
+                } else {
+                    wait.unwrap_or(Wait::Idle)
                 };
-                lock(&cell.meta).last_wait = wait;
-                let wait = if budget_hit { Wait::Yield } else { wait };
                 finish(w, &cell, token, wait);
             }
         },
     }
-    // 5. Processes woken by this step run here: the first takes the LIFO
-    //    slot, the others go to the ring behind it.
+    // 5. The first process this step woke runs next on this worker, handed
+    //    over directly (README.md, "Hand-off"); the others go to the ring
+    //    behind it, where an idle worker can steal them.
+    let mut woken_now = woken.drain(..);
+    if let Some(first) = woken_now.next() {
+        debug_assert!(w.next.is_none(), "the hand-off was taken before the step");
+        w.next = Some(first);
+    }
     let mut parts = w.parts();
-    for c in woken.drain(..) {
-        parts.spawn_local(c);
+    for c in woken_now {
+        parts.push_local(c);
     }
     w.woken = woken;
+    // Work left in the ring while this worker keeps a process to run next:
+    // wake a parked worker to steal it (tokio's rule: notify when more than
+    // one task waits locally). The load first: a busy pair of workers never
+    // writes the idle word here.
+    if w.next.is_some()
+        && !w.core.local.is_empty()
+        && inner.sched.idle.would_unpark()
+        && inner.sched.notify_parked().is_some()
+    {
+        w.metrics.unparks += 1;
+    }
 }
 
 fn finish<M: Send + 'static>(
     w: &mut ProcWorker<M>,
     cell: &Arc<Cell<M>>,
-    token: Stepping<'_, Event<M>>,
+    token: Stepping<'_, Envelope<M>>,
     wait: Wait,
 ) {
     if token.finish(wait) == TransitionToWaiting::Requeue {
@@ -1752,7 +1894,7 @@ fn finish<M: Send + 'static>(
 fn end_process<M: Send + 'static>(
     inner: &Arc<Inner<M>>,
     cell: &Arc<Cell<M>>,
-    token: Stepping<'_, Event<M>>,
+    token: Stepping<'_, Envelope<M>>,
     reason: ExitReason,
     value: Option<M>,
     sink: &mut Sink<'_, M>,
@@ -1817,7 +1959,7 @@ fn dispatch<M: Send + 'static>(
                     let _ = inner.complete(pid, tag, Err(CommandError::NoProcess), sink);
                     continue;
                 };
-                let ev = Event::Message {
+                let ev = Envelope::pack(Event::Message {
                     from: Some(pid),
                     msg,
                     reply: Some(ReplyTo {
@@ -1828,15 +1970,15 @@ fn dispatch<M: Send + 'static>(
                         tag,
                         answered: false,
                     }),
-                };
+                });
                 match inner.deliver(&target, ev, true, sink) {
-                    Ok(()) => Counters::add(&inner.ctr(sink).sent, 1),
+                    Ok(()) => inner.count(sink, |c| &c.sent, 1),
                     Err((ev, reason)) => {
-                        Counters::add(&inner.ctr(sink).refused, 1);
+                        inner.count(sink, |c| &c.refused, 1);
                         // Disarm the ReplyTo: the error below is the answer.
                         if let Event::Message {
                             reply: Some(mut r), ..
-                        } = ev
+                        } = ev.unpack()
                         {
                             r.answered = true;
                         }
@@ -1874,5 +2016,77 @@ fn dispatch<M: Send + 'static>(
                 }
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(index: u32, generation: u32) -> Arc<Cell<u64>> {
+        Arc::new(Cell {
+            pid: Pid { index, generation },
+            mailbox: Mailbox::new(),
+            bound: None,
+            depth: 0,
+            body: Mutex::new(None),
+            meta: Mutex::new(Meta {
+                parent: None,
+                live_children: 0,
+                close_pending: false,
+                rare: None,
+            }),
+        })
+    }
+
+    #[test]
+    fn plain_messages_travel_inline_in_24_bytes() {
+        // The sizes README.md's "Mailbox slots" quotes.
+        assert_eq!(std::mem::size_of::<Envelope<u64>>(), 24);
+        assert_eq!(std::mem::size_of::<Event<u64>>(), 64);
+        let from = Some(Pid {
+            index: 1,
+            generation: 2,
+        });
+        let plain = Envelope::pack(Event::Message {
+            from,
+            msg: 7u64,
+            reply: None,
+        });
+        assert!(matches!(plain, Envelope::Message { msg: 7, .. }));
+        match plain.unpack() {
+            Event::Message {
+                from: f,
+                msg: 7,
+                reply: None,
+            } => assert_eq!(f, from),
+            other => panic!("unpacked into {other:?}"),
+        }
+        // Anything else is boxed and comes back as it went in.
+        let exit = Envelope::<u64>::pack(Event::Cancel);
+        assert!(matches!(exit, Envelope::Other(_)));
+        assert!(matches!(exit.unpack(), Event::Cancel));
+    }
+
+    #[test]
+    fn send_cache_hits_only_the_pid_it_holds() {
+        let pid = |index, generation| Pid { index, generation };
+        let mut c = SendCache::<u64>::default();
+        assert!(c.get(pid(3, 0)).is_none());
+        c.insert(cell(3, 0));
+        assert_eq!(c.get(pid(3, 0)).map(|c| c.pid), Some(pid(3, 0)));
+        // The same slab slot reused (next generation): a miss.
+        assert!(c.get(pid(3, 1)).is_none());
+        // Another index in the same cache slot: a miss, and it replaces.
+        let far = pid(3 + SEND_CACHE as u32, 0);
+        assert!(c.get(far).is_none());
+        c.insert(cell(far.index, 0));
+        assert!(c.get(far).is_some());
+        assert!(c.get(pid(3, 0)).is_none());
+        // Removing a PID the slot does not hold leaves the slot alone.
+        c.remove(pid(3, 0));
+        assert!(c.get(far).is_some());
+        c.remove(far);
+        assert!(c.get(far).is_none());
     }
 }

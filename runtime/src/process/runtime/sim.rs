@@ -540,11 +540,24 @@ pub fn simulate_processes(cfg: ProcSimConfig) -> ProcSimReport {
         let id = live[pick];
         let mut rec = Recorder { log: &log };
         match state[id] {
-            VState::Running => match sched::find_task(&mut ws[id], &mut rec) {
-                Found::Task(cell) => super::run_cell(&mut ws[id], &inner, cell),
-                Found::Idle => state[id] = VState::Idle,
-                Found::Exit => state[id] = VState::Exited,
-            },
+            VState::Running => {
+                // A process handed over by the last step runs first, as in
+                // the threaded loop; `take_handoff` always empties the slot,
+                // so a worker never idles holding one.
+                if let Some(cell) = ws[id].take_handoff() {
+                    lock(&log).hash(&[0xAA, id as u8]);
+                    super::run_cell(&mut ws[id], &inner, cell);
+                    continue;
+                }
+                match sched::find_task(&mut ws[id], &mut rec) {
+                    Found::Task(cell) => {
+                        ws[id].handoffs = 0;
+                        super::run_cell(&mut ws[id], &inner, cell)
+                    }
+                    Found::Idle => state[id] = VState::Idle,
+                    Found::Exit => state[id] = VState::Exited,
+                }
+            }
             VState::Idle => {
                 if rng.next_usize(4) == 0 {
                     state[id] = VState::Running;
