@@ -182,13 +182,10 @@ fn first_blob_chunk(
     let mut data = std::mem::take(&mut ctx.scratch.blob_buf);
     let repo = ctx.scratch.repo.as_ref().expect("made above");
     let found = gix::objs::FindExt::find(&repo.objects, &id, &mut data).map(|_| ());
-    match found {
-        Ok(()) => {}
-        Err(e) => {
-            end_skipped(ctx, &obj, unreadable, format!("blob {id}: {e}"));
-            return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
-        }
-    };
+    if let Err(e) = found {
+        end_skipped(ctx, &obj, unreadable, format!("blob {id}: {e}"));
+        return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
+    }
     if st.archives.is_some() {
         if let Some(kind) = sniff(&data[..data.len().min(SNIFF_LEN)]) {
             drop(buf);
