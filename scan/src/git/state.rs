@@ -137,9 +137,11 @@ pub fn parse(text: &[u8]) -> Result<State, String> {
         serde_json::from_slice(text).map_err(|e| format!("not JSON ({e})"))?;
     let version = match v.get("version").and_then(serde_json::Value::as_u64) {
         Some(n @ (STATE_VERSION | STATE_VERSION_REFS_ONLY)) => n,
-        Some(n) => return Err(format!(
+        Some(n) => {
+            return Err(format!(
             "version {n}, this scan reads versions {STATE_VERSION_REFS_ONLY} and {STATE_VERSION}"
-        )),
+        ))
+        }
         None => return Err("no \"version\"".into()),
     };
     let refs = v
