@@ -1,7 +1,7 @@
 //! The history walk: which commits, in which order, and which blobs each
 //! one introduced (README.md, steps 1-2).
 
-use std::cmp::Reverse;
+use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
 use std::os::unix::ffi::OsStrExt;
 
@@ -57,6 +57,16 @@ impl GitItem {
     }
 }
 
+/// The largest window of blobs sorted into pack order before they are
+/// handed out (README.md, "Decoding"): 4096 items, a few hundred KiB of
+/// paths and ids.
+pub const PACK_ORDER_WINDOW: usize = 4096;
+
+/// The first window: small, so the workers start decoding while the walk
+/// goes on; each next window is twice the last, up to
+/// [`PACK_ORDER_WINDOW`].
+const FIRST_WINDOW: usize = 64;
+
 /// What one tree entry is, as far as the walk cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
@@ -74,16 +84,27 @@ pub struct HistoryCursor {
     repo: gix::Repository,
     /// Commits to walk, parents before children.
     order: Vec<ObjectId>,
-    /// The root tree of every selected commit.
-    trees: HashMap<ObjectId, ObjectId>,
+    /// The root tree and first parent of every selected commit (read once,
+    /// by the selection walk).
+    trees: HashMap<ObjectId, (ObjectId, Option<ObjectId>)>,
     next: usize,
     /// Blobs already handed out (each blob is scanned once).
     seen_blobs: HashSet<ObjectId>,
+    /// `--state`: the blobs earlier complete runs handed out; not handed out
+    /// again (each blob is scanned once across runs).
+    prior_blobs: super::state::BlobSet,
+    /// `--state`: where the blob set goes when the walk is exhausted.
+    blob_slot: Option<super::state::BlobSlot>,
     /// Trees already walked: every blob below them was handed out then (or
     /// was its first parent's), so a tree met again is not re-read.
     seen_trees: HashSet<ObjectId>,
-    /// Items found but not yet handed out.
+    /// Items found but not yet sorted into `ready`.
     pending: VecDeque<GitItem>,
+    /// The window being handed out, in pack order.
+    ready: VecDeque<GitItem>,
+    /// How many items the next window gathers (doubles up to
+    /// [`PACK_ORDER_WINDOW`]).
+    window: usize,
     /// `--staged`: the index still has to be compared with HEAD.
     staged: bool,
     /// `--all-objects`: every blob in the object database, handed out
@@ -99,6 +120,9 @@ pub struct HistoryCursor {
     /// What the selection has to tell the user (a rewritten ref, ...).
     notes: Vec<String>,
     buf: Vec<u8>,
+    /// The tree pair being compared (kept for their allocations).
+    new_entries: Entries,
+    old_entries: Entries,
 }
 
 impl std::fmt::Debug for HistoryCursor {
@@ -120,16 +144,19 @@ impl HistoryCursor {
     /// `--since-commit`, `--log-range`) and orders them parents first.
     /// An unknown revision is an error.
     pub fn new(repo: &gix::ThreadSafeRepository, opts: &GitOptions) -> Result<Self, String> {
-        let mut repo = repo.to_thread_local();
-        repo.object_cache_size_if_unset(16 << 20);
+        let repo = super::odb::walk_handle(repo);
         let mut cursor = Self {
             repo,
             order: Vec::new(),
             trees: HashMap::new(),
             next: 0,
             seen_blobs: HashSet::new(),
+            prior_blobs: super::state::BlobSet::default(),
+            blob_slot: None,
             seen_trees: HashSet::new(),
             pending: VecDeque::new(),
+            ready: VecDeque::new(),
+            window: FIRST_WINDOW,
             staged: opts.staged,
             orphans: Vec::new(),
             shallow: HashSet::new(),
@@ -137,6 +164,8 @@ impl HistoryCursor {
             state: None,
             notes: Vec::new(),
             buf: Vec::new(),
+            new_entries: Entries::default(),
+            old_entries: Entries::default(),
         };
         if let Ok(Some(boundary)) = cursor.repo.shallow_commits() {
             cursor.shallow = boundary.iter().copied().collect();
@@ -212,9 +241,12 @@ impl HistoryCursor {
         }
         if let Some(path) = &opts.state {
             hidden.extend(self.state_hidden(path, &named)?);
+            let slot = super::state::BlobSlot::default();
+            self.blob_slot = Some(std::sync::Arc::clone(&slot));
             self.state = Some(super::StateUpdate {
                 path: path.clone(),
                 tips: named,
+                blobs: slot,
             });
         }
         if opts.all_objects {
@@ -237,7 +269,7 @@ impl HistoryCursor {
                 parents.insert(id, (Vec::new(), 0));
                 continue;
             };
-            self.trees.insert(id, tree);
+            self.trees.insert(id, (tree, ps.first().copied()));
             for p in &ps {
                 if !excluded.contains(p) && !parents.contains_key(p) {
                     queue.push_back(*p);
@@ -270,13 +302,18 @@ impl HistoryCursor {
     /// `--state FILE`: the commits of the last complete scan to hide (those
     /// still in the repository), with a note for a first run, a ref whose
     /// old commit its new one does not reach (rewritten: force-pushed or
-    /// reset), and an old commit no longer in the repository.
+    /// reset), and an old commit no longer in the repository. The blob set
+    /// it records becomes `prior_blobs`.
     fn state_hidden(
         &mut self,
         path: &std::path::Path,
         now: &super::state::Tips,
     ) -> Result<Vec<ObjectId>, String> {
-        let Some(before) = super::state::load(path)? else {
+        let Some(super::state::State {
+            tips: before,
+            blobs,
+        }) = super::state::load(path)?
+        else {
             self.notes.push(format!(
                 "state {} does not exist yet: the whole history is scanned",
                 path.display()
@@ -306,6 +343,7 @@ impl HistoryCursor {
         }
         hidden.sort();
         hidden.dedup();
+        self.prior_blobs = blobs;
         Ok(hidden)
     }
 
@@ -412,7 +450,7 @@ impl HistoryCursor {
     pub fn next_batch(&mut self, max: usize, out: &mut Vec<GitItem>) -> bool {
         loop {
             while out.len() < max {
-                match self.pending.pop_front() {
+                match self.ready.pop_front() {
                     Some(item) => out.push(item),
                     None => break,
                 }
@@ -420,20 +458,69 @@ impl HistoryCursor {
             if out.len() >= max {
                 return true;
             }
+            if !self.fill_window() {
+                self.publish_blobs();
+                return false;
+            }
+        }
+    }
+
+    /// Walks on until `window` items are found (or the history ends), then
+    /// moves them to `ready` in pack order (README.md, "Decoding"): blobs
+    /// by (pack, offset), loose blobs after the packed ones, and the other
+    /// items first; equal keys keep the walk's order. False when nothing
+    /// was left. Attribution was decided by the walk; the order only
+    /// changes when each blob is decoded.
+    fn fill_window(&mut self) -> bool {
+        let want = self.window;
+        self.window = (self.window * 2).min(PACK_ORDER_WINDOW);
+        while self.pending.len() < want {
             if self.staged {
                 self.staged = false;
                 self.walk_staged();
-                continue;
+            } else if let Some(&id) = self.order.get(self.next) {
+                self.next += 1;
+                self.walk_commit(id);
+            } else if !self.walk_orphans(want) {
+                break;
             }
-            let Some(&id) = self.order.get(self.next) else {
-                if self.walk_orphans(max) {
-                    continue;
-                }
-                return !self.pending.is_empty();
-            };
-            self.next += 1;
-            self.walk_commit(id);
         }
+        let (repo, buf) = (&self.repo, &mut self.buf);
+        let mut keyed: Vec<((u32, u64), GitItem)> = self
+            .pending
+            .drain(..)
+            .map(|item| {
+                let key = match &item {
+                    GitItem::Blob { id, .. } => {
+                        super::odb::pack_location(repo, id, buf).unwrap_or((u32::MAX, u64::MAX))
+                    }
+                    GitItem::Submodule { .. } | GitItem::Unreadable { .. } => (0, 0),
+                };
+                (key, item)
+            })
+            .collect();
+        keyed.sort_by_key(|(key, _)| *key);
+        self.ready.extend(keyed.into_iter().map(|(_, item)| item));
+        !self.ready.is_empty()
+    }
+
+    /// `--state`: the walk is exhausted; the blob set for the state file is
+    /// the one read united with every blob handed out.
+    fn publish_blobs(&mut self) {
+        let Some(slot) = self.blob_slot.take() else {
+            return;
+        };
+        let prior = std::mem::take(&mut self.prior_blobs);
+        let all = prior.union(self.seen_blobs.iter().copied());
+        *slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(all);
+    }
+
+    /// Whether `id` (a blob or a gitlink) is met for the first time, in
+    /// this run and (`--state`) in the earlier ones; it is then marked seen.
+    fn first_sighting(&mut self, id: ObjectId) -> bool {
+        !self.prior_blobs.contains(&id) && self.seen_blobs.insert(id)
     }
 
     /// Queues up to `max` blobs of `--all-objects` that no commit reached,
@@ -448,7 +535,7 @@ impl HistoryCursor {
         let mut queued = false;
         while self.pending.len() < max {
             let Some(id) = self.orphans.pop() else { break };
-            if self.seen_blobs.insert(id) {
+            if self.first_sighting(id) {
                 self.pending.push_back(GitItem::Blob {
                     id,
                     path: id.to_string().into_bytes(),
@@ -462,7 +549,7 @@ impl HistoryCursor {
 
     /// Queues the blobs `id` introduced against its first parent.
     fn walk_commit(&mut self, id: ObjectId) {
-        let Some(&tree) = self.trees.get(&id) else {
+        let Some(&(tree, first_parent)) = self.trees.get(&id) else {
             self.pending.push_back(GitItem::Unreadable {
                 path: id.to_string().into_bytes(),
                 id,
@@ -472,63 +559,89 @@ impl HistoryCursor {
             });
             return;
         };
-        let parent_tree = match self.read_commit(&id) {
-            Some((_, ps, _)) => ps.first().and_then(|p| {
-                self.trees
-                    .get(p)
-                    .copied()
-                    .or_else(|| self.read_commit(p).map(|(t, _, _)| t))
-            }),
-            None => None,
-        };
+        // A parent outside the selection (hidden by `--since-commit`,
+        // `--state` or a range) is read here: its tree is the baseline.
+        let parent_tree = first_parent.and_then(|p| match self.trees.get(&p) {
+            Some(&(t, _)) => Some(t),
+            None => self.read_commit(&p).map(|(t, _, _)| t),
+        });
         let meta = Arc::new(self.meta(&id));
         self.walk_tree(tree, parent_tree, &meta);
     }
 
     /// The blobs of `tree` not in `old` (the first parent's tree) and not
-    /// seen before, with their paths.
+    /// seen before, with their paths. The two trees' entries are matched by
+    /// a merge of the two sorted lists (git sorts a tree's entries by name,
+    /// a subtree's name compared as if it ended in `/`); a tree that is not
+    /// sorted (only a hand-made one) is matched by a name lookup instead.
+    /// Only a changed entry gets a path.
     fn walk_tree(&mut self, tree: ObjectId, old: Option<ObjectId>, meta: &Arc<CommitMeta>) {
+        let mut new_e = std::mem::take(&mut self.new_entries);
+        let mut old_e = std::mem::take(&mut self.old_entries);
         let mut stack: Vec<(Vec<u8>, ObjectId, Option<ObjectId>)> = vec![(Vec::new(), tree, old)];
         while let Some((prefix, new, old)) = stack.pop() {
             if Some(new) == old || !self.seen_trees.insert(new) {
                 continue;
             }
-            let entries = match self.entries(&new) {
-                Ok(e) => e,
-                Err(detail) => {
-                    self.pending.push_back(GitItem::Unreadable {
-                        path: if prefix.is_empty() {
-                            meta.id.clone().into_bytes()
-                        } else {
-                            prefix
-                        },
-                        id: new,
-                        detail,
-                    });
+            if let Err(detail) = new_e.read(&self.repo, &new, &mut self.buf) {
+                self.pending.push_back(GitItem::Unreadable {
+                    path: if prefix.is_empty() {
+                        meta.id.clone().into_bytes()
+                    } else {
+                        prefix
+                    },
+                    id: new,
+                    detail,
+                });
+                continue;
+            }
+            let old_read = old.map(|o| old_e.read(&self.repo, &o, &mut self.buf));
+            if !matches!(old_read, Some(Ok(()))) {
+                old_e.clear();
+            }
+            let by_name: Option<HashMap<&[u8], usize>> = (!(new_e.sorted && old_e.sorted))
+                .then(|| (0..old_e.len()).map(|k| (old_e.name(k), k)).collect());
+            let mut k = 0;
+            for i in 0..new_e.len() {
+                let (name, kind, id) = (new_e.name(i), new_e.kind(i), new_e.id(i));
+                let before = match &by_name {
+                    Some(map) => map.get(name).map(|&k| (old_e.kind(k), old_e.id(k))),
+                    None => {
+                        while k < old_e.len()
+                            && git_order(old_e.name(k), old_e.kind(k), name, kind) == Ordering::Less
+                        {
+                            k += 1;
+                        }
+                        (k < old_e.len()
+                            && git_order(old_e.name(k), old_e.kind(k), name, kind)
+                                == Ordering::Equal)
+                            .then(|| (old_e.kind(k), old_e.id(k)))
+                    }
+                };
+                if before == Some((kind, id)) {
+                    continue; // unchanged against the first parent
+                }
+                let seen = match kind {
+                    Kind::Tree => self.seen_trees.contains(&id),
+                    Kind::Blob | Kind::Submodule => {
+                        self.seen_blobs.contains(&id) || self.prior_blobs.contains(&id)
+                    }
+                };
+                if seen {
                     continue;
                 }
-            };
-            let old_entries: HashMap<Vec<u8>, (Kind, ObjectId)> = old
-                .and_then(|o| self.entries(&o).ok())
-                .unwrap_or_default()
-                .into_iter()
-                .map(|(name, kind, id)| (name, (kind, id)))
-                .collect();
-            for (name, kind, id) in entries {
-                let before = old_entries.get(&name).copied();
-                let mut path = prefix.clone();
+                let mut path = Vec::with_capacity(prefix.len() + 1 + name.len());
+                path.extend_from_slice(&prefix);
                 if !path.is_empty() {
                     path.push(b'/');
                 }
-                path.extend_from_slice(&name);
+                path.extend_from_slice(name);
                 if self.excluded(&path, kind == Kind::Tree) {
                     continue;
                 }
                 match kind {
                     Kind::Blob => {
-                        if before == Some((Kind::Blob, id)) || !self.seen_blobs.insert(id) {
-                            continue;
-                        }
+                        self.seen_blobs.insert(id);
                         self.pending.push_back(GitItem::Blob {
                             id,
                             path,
@@ -541,9 +654,7 @@ impl HistoryCursor {
                     }
                     Kind::Submodule => {
                         // Named once per gitlink id, like a blob.
-                        if before == Some((Kind::Submodule, id)) || !self.seen_blobs.insert(id) {
-                            continue;
-                        }
+                        self.seen_blobs.insert(id);
                         self.pending.push_back(GitItem::Submodule {
                             path,
                             id,
@@ -553,6 +664,8 @@ impl HistoryCursor {
                 }
             }
         }
+        self.new_entries = new_e;
+        self.old_entries = old_e;
     }
 
     /// Whether `--exclude` leaves `path` out (a blob excluded at one path is
@@ -624,7 +737,7 @@ impl HistoryCursor {
                 continue;
             }
             let path = e.path(&index).to_vec();
-            if head.contains(&(path.clone(), e.id)) || !self.seen_blobs.insert(e.id) {
+            if head.contains(&(path.clone(), e.id)) || !self.first_sighting(e.id) {
                 continue;
             }
             self.pending.push_back(GitItem::Blob {
@@ -636,13 +749,89 @@ impl HistoryCursor {
     }
 }
 
-/// A tree's entries: name, kind, id. A missing, unreadable or corrupt tree
-/// is an error naming its id.
-fn tree_entries(
+/// A decoded tree's entries, in the tree's order: the names in one
+/// buffer, nothing allocated per entry (the buffers are reused from tree
+/// to tree).
+#[derive(Default)]
+struct Entries {
+    names: Vec<u8>,
+    /// Where each name ends in `names`, its kind and id.
+    list: Vec<(usize, Kind, ObjectId)>,
+    /// Strictly ascending in git's order (every tree git writes is).
+    sorted: bool,
+}
+
+impl Entries {
+    /// Replaces the entries with those of the tree `id`; an error (named
+    /// as in [`tree_entries`]) leaves them empty.
+    fn read(
+        &mut self,
+        repo: &gix::Repository,
+        id: &ObjectId,
+        buf: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        self.clear();
+        let result = for_each_entry(repo, id, buf, |name, kind, oid| {
+            if let Some(last) = self.len().checked_sub(1) {
+                if git_order(self.name(last), self.kind(last), name, kind) != Ordering::Less {
+                    self.sorted = false;
+                }
+            }
+            self.names.extend_from_slice(name);
+            self.list.push((self.names.len(), kind, oid));
+        });
+        if result.is_err() {
+            self.clear();
+        }
+        result
+    }
+
+    fn clear(&mut self) {
+        self.names.clear();
+        self.list.clear();
+        self.sorted = true;
+    }
+
+    fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    fn name(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.list[i - 1].0 };
+        &self.names[start..self.list[i].0]
+    }
+
+    fn kind(&self, i: usize) -> Kind {
+        self.list[i].1
+    }
+
+    fn id(&self, i: usize) -> ObjectId {
+        self.list[i].2
+    }
+}
+
+/// git's order of tree entries: by name bytes, a subtree's name compared
+/// as if it ended in `/` (`base_name_compare` in git).
+fn git_order(a: &[u8], a_kind: Kind, b: &[u8], b_kind: Kind) -> Ordering {
+    let n = a.len().min(b.len());
+    a[..n].cmp(&b[..n]).then_with(|| {
+        let end = |name: &[u8], kind: Kind| {
+            name.get(n)
+                .copied()
+                .or((kind == Kind::Tree).then_some(b'/'))
+        };
+        end(a, a_kind).cmp(&end(b, b_kind))
+    })
+}
+
+/// Calls `f` with each entry of the tree `id` (name, kind, id), in order.
+/// A missing, unreadable or corrupt tree is an error naming its id.
+fn for_each_entry(
     repo: &gix::Repository,
     id: &ObjectId,
     buf: &mut Vec<u8>,
-) -> Result<Vec<(Vec<u8>, Kind, ObjectId)>, String> {
+    mut f: impl FnMut(&[u8], Kind, ObjectId),
+) -> Result<(), String> {
     let data = match repo.objects.try_find(id, buf) {
         Ok(Some(d)) => d,
         Ok(None) => return Err(format!("tree {id} is missing (partial clone?)")),
@@ -651,7 +840,6 @@ fn tree_entries(
     if data.kind != gix::object::Kind::Tree {
         return Err(format!("tree {id} is a {:?} object", data.kind));
     }
-    let mut out = Vec::new();
     for e in TreeRefIter::from_bytes(data.data, data.object_hash) {
         let e = e.map_err(|e| format!("tree {id} is corrupt: {e}"))?;
         let kind = match e.mode.kind() {
@@ -659,8 +847,22 @@ fn tree_entries(
             EntryKind::Commit => Kind::Submodule,
             EntryKind::Blob | EntryKind::BlobExecutable | EntryKind::Link => Kind::Blob,
         };
-        out.push((e.filename.to_vec(), kind, e.oid.to_owned()));
+        f(e.filename, kind, e.oid.to_owned());
     }
+    Ok(())
+}
+
+/// A tree's entries: name, kind, id. A missing, unreadable or corrupt tree
+/// is an error naming its id.
+fn tree_entries(
+    repo: &gix::Repository,
+    id: &ObjectId,
+    buf: &mut Vec<u8>,
+) -> Result<Vec<(Vec<u8>, Kind, ObjectId)>, String> {
+    let mut out = Vec::new();
+    for_each_entry(repo, id, buf, |name, kind, oid| {
+        out.push((name.to_vec(), kind, oid));
+    })?;
     Ok(out)
 }
 
@@ -722,4 +924,39 @@ fn topo_order(parents: &HashMap<ObjectId, (Vec<ObjectId>, i64)>) -> Vec<ObjectId
         }
     }
     order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn git_order_compares_a_subtree_as_if_its_name_ended_in_a_slash() {
+        // As `git mktree` sorts them: '-' (0x2d) < '/' (0x2f) < '0' (0x30),
+        // and a file "a" (name end) before the directory "a" ("a/").
+        let mut entries = vec![
+            (&b"a0"[..], Kind::Blob),
+            (b"a", Kind::Tree),
+            (b"a-b", Kind::Blob),
+            (b"a", Kind::Blob),
+            (b"b", Kind::Submodule),
+            (b"B", Kind::Tree),
+        ];
+        entries.sort_by(|x, y| git_order(x.0, x.1, y.0, y.1));
+        let want = vec![
+            (&b"B"[..], Kind::Tree),
+            (b"a", Kind::Blob),
+            (b"a-b", Kind::Blob),
+            (b"a", Kind::Tree),
+            (b"a0", Kind::Blob),
+            (b"b", Kind::Submodule),
+        ];
+        assert_eq!(entries, want);
+        // A file and a submodule of one name are the same entry (neither
+        // is a tree), so the merge matches them as the name lookup did.
+        assert_eq!(
+            git_order(b"x", Kind::Blob, b"x", Kind::Submodule),
+            Ordering::Equal
+        );
+    }
 }

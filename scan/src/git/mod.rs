@@ -9,11 +9,13 @@
 
 pub mod auto;
 mod history;
+pub mod odb;
 pub mod state;
 
 use std::path::{Path, PathBuf};
 
-pub use history::{GitItem, HistoryCursor};
+pub use history::{GitItem, HistoryCursor, PACK_ORDER_WINDOW};
+pub use odb::Odb;
 pub use state::StateUpdate;
 
 use crate::report::ScanError;

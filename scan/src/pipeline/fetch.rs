@@ -158,13 +158,11 @@ fn first_blob_chunk(
     let st = &shared.settings;
     let id = obj.desc().git.as_ref().expect("a git blob").id;
     let repo = ctx.scratch.repo.get_or_insert_with(|| {
-        let mut r = shared
+        shared
             .git
             .as_ref()
             .expect("a scan git run has a repository")
-            .to_thread_local();
-        r.object_cache_size_if_unset(GIT_OBJECT_CACHE);
-        r
+            .worker()
     });
     let unreadable = SkipReason::Unreadable(io::ErrorKind::InvalidData);
     let header = repo.find_header(id).map(|h| h.size());
@@ -179,15 +177,15 @@ fn first_blob_chunk(
         end_skipped(ctx, &obj, reason, format!("blob {id}"));
         return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
     }
+    // Decoded into this worker's spare buffer (the last blob's, given back
+    // by `blob_chunk`): no fresh pages for every blob.
+    let mut data = std::mem::take(&mut ctx.scratch.blob_buf);
     let repo = ctx.scratch.repo.as_ref().expect("made above");
-    let found = repo.find_object(id).map(|o| o.detach().data);
-    let data = match found {
-        Ok(data) => data,
-        Err(e) => {
-            end_skipped(ctx, &obj, unreadable, format!("blob {id}: {e}"));
-            return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
-        }
-    };
+    let found = gix::objs::FindExt::find(&repo.objects, &id, &mut data).map(|_| ());
+    if let Err(e) = found {
+        end_skipped(ctx, &obj, unreadable, format!("blob {id}: {e}"));
+        return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
+    }
     if st.archives.is_some() {
         if let Some(kind) = sniff(&data[..data.len().min(SNIFF_LEN)]) {
             drop(buf);
@@ -205,10 +203,6 @@ fn first_blob_chunk(
     let chunks = ChunkCursor::new(st.chunk_size, st.context_len);
     blob_chunk(shared, obj, buf, data, chunks, ctx)
 }
-
-/// The per-worker object cache of `scan git` (trees and small blobs that
-/// several commits share): 16 MiB.
-const GIT_OBJECT_CACHE: usize = 16 << 20;
 
 fn spool(data: &[u8]) -> io::Result<std::fs::File> {
     use std::io::Write;
@@ -266,6 +260,7 @@ fn blob_chunk(
     let meta = chunks.advance(&buf, done);
     if done {
         finished(shared, &obj, ObjectEnd::Scanned);
+        crate::git::odb::give_back(&mut ctx.scratch.blob_buf, data);
     } else {
         ctx.spawn_local(Task::FetchSync {
             obj: ObjectRef::clone(&obj),

@@ -50,8 +50,9 @@ pub(crate) struct Shared {
     /// Live counters for the progress bar; `None` when it is not drawn.
     pub(crate) progress: Option<Arc<Progress>>,
     /// The repository of a `scan git` run (each worker reads it through a
-    /// thread-local handle of its own, `WorkerScratch::repo`).
-    pub(crate) git: Option<gix::ThreadSafeRepository>,
+    /// thread-local handle of its own, `WorkerScratch::repo`, sharing one
+    /// pack cache).
+    pub(crate) git: Option<crate::git::Odb>,
     aborted: AtomicBool,
     abort_error: Mutex<Option<ScanError>>,
     /// Per-worker counters and findings, merged as each worker's scratch
@@ -169,6 +170,8 @@ pub(crate) struct WorkerScratch {
     /// This worker's handle on the `scan git` repository (object caches are
     /// per handle), made on first use.
     pub(crate) repo: Option<gix::Repository>,
+    /// A decoded blob's buffer, kept for the next blob (`git::odb::give_back`).
+    pub(crate) blob_buf: Vec<u8>,
 }
 
 impl std::fmt::Debug for WorkerScratch {
@@ -192,6 +195,7 @@ impl WorkerScratch {
             counters: Counters::default(),
             trace: sink.map_or_else(TraceRecorder::disabled, |s| s.recorder(worker)),
             repo: None,
+            blob_buf: Vec::new(),
         }
     }
 }

@@ -261,7 +261,9 @@ pub fn scan_with(
         frontier,
         waiters: WaitList::new(),
         progress,
-        git: git.as_ref().map(|(repo, _)| repo.clone()),
+        git: git
+            .as_ref()
+            .map(|(repo, _)| crate::git::Odb::new(repo.clone())),
         aborted: AtomicBool::new(false),
         abort_error: Mutex::new(None),
         totals: Mutex::new(Totals::default()),
