@@ -1314,7 +1314,12 @@ impl RuleSet {
         if let Some(pc) = &rule.precheck {
             // Only the window search below is pre-checked (a lead rule with
             // keyword context runs anchored instead).
-            if self.tuning.precheck && rule.lead.is_none() && !pc.may_match(buf, hs, he, rule.span)
+            // The haystack the window search below gets.
+            let side = rule.span - (he - hs).min(rule.span);
+            let hay_end = ((he + side).min(buf.len()) + LOOK_SLACK).min(buf.len());
+            if self.tuning.precheck
+                && rule.lead.is_none()
+                && !pc.may_match(buf, hay_end, hs, he, rule.span)
             {
                 return;
             }

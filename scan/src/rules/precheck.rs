@@ -28,7 +28,7 @@
 //! bytes of this run consumed". Only positions within the rule's span of
 //! the hit are read, since a candidate is at most `span` long.
 
-use regex_syntax::hir::{Class, Hir, HirKind};
+use regex_syntax::hir::{Class, Hir, HirKind, Look};
 
 /// A set of bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,25 +82,90 @@ fn bytes_of(h: &Hir, out: &mut ByteSet) {
     }
 }
 
+/// The bytes a non-empty match of `h` can start with (`last`: end with).
+fn edge_of(h: &Hir, last: bool, out: &mut ByteSet) {
+    match h.kind() {
+        HirKind::Empty | HirKind::Look(_) => {}
+        HirKind::Literal(l) => {
+            let b = if last { l.0.last() } else { l.0.first() };
+            b.iter().for_each(|&&b| out.insert(b));
+        }
+        HirKind::Class(_) => bytes_of(h, out),
+        HirKind::Repetition(r) => edge_of(&r.sub, last, out),
+        HirKind::Capture(c) => edge_of(&c.sub, last, out),
+        HirKind::Alternation(v) => v.iter().for_each(|h| edge_of(h, last, out)),
+        HirKind::Concat(v) => {
+            let mut parts: Vec<&Hir> = v.iter().collect();
+            if last {
+                parts.reverse();
+            }
+            for p in parts {
+                edge_of(p, last, out);
+                if p.properties().minimum_len().unwrap_or(0) > 0 {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// True when `h` matches the empty string only as `$` (end of haystack):
+/// an alternation whose alternatives are `$` or never empty.
+fn empty_only_at_end(h: &Hir) -> bool {
+    match h.kind() {
+        HirKind::Capture(c) => empty_only_at_end(&c.sub),
+        HirKind::Alternation(v) => v.iter().all(|a| {
+            matches!(a.kind(), HirKind::Look(Look::End))
+                || a.properties().minimum_len().unwrap_or(0) > 0
+        }),
+        _ => false,
+    }
+}
+
 /// An item abstracted: `min..=max` bytes (`max` `None`: unbounded), each in
-/// `set`.
+/// `set`, the first in `first` and the last in `last`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Run {
     set: ByteSet,
+    first: ByteSet,
+    last: ByteSet,
     min: usize,
     max: Option<usize>,
+    /// Empty only at the end of the haystack (`min` counts the non-empty
+    /// matches).
+    end: bool,
 }
 
 impl Run {
     fn of(h: &Hir) -> Run {
         let mut set = ByteSet::default();
         bytes_of(h, &mut set);
+        let (mut first, mut last) = (ByteSet::default(), ByteSet::default());
+        edge_of(h, false, &mut first);
+        edge_of(h, true, &mut last);
         let p = h.properties();
+        // `None`: the item matches nothing; 0 only weakens the check.
+        let min = p.minimum_len().unwrap_or(0);
+        let end = min == 0 && empty_only_at_end(h);
         Run {
             set,
-            // `None`: the item matches nothing; 0 only weakens the check.
-            min: p.minimum_len().unwrap_or(0),
+            first,
+            last,
+            min: if end { 1 } else { min },
             max: p.maximum_len(),
+            end,
+        }
+    }
+
+    /// The rest of an item after (before) a byte of it: any bytes of its
+    /// set.
+    fn rest(&self) -> Run {
+        Run {
+            first: self.set,
+            last: self.set,
+            min: 0,
+            end: false,
+            ..*self
         }
     }
 }
@@ -116,6 +181,10 @@ const MAX_COUNT: usize = 127;
 #[derive(Debug, Clone, Copy)]
 struct NfaRun {
     set: ByteSet,
+    /// The bytes that may take a count from 0 to 1.
+    edge: ByteSet,
+    /// May be empty when the input ends here (`$`).
+    end: bool,
     /// Counts `0..=lim` are tracked.
     lim: u32,
     /// `min`, at most `lim`.
@@ -125,18 +194,27 @@ struct NfaRun {
 }
 
 impl NfaRun {
-    fn new(r: &Run) -> NfaRun {
+    /// `backward`: the run is read from its end.
+    fn new(r: &Run, backward: bool) -> NfaRun {
+        let edge = if backward { r.last } else { r.first };
+        // `$` is at the haystack's end: only a forward run can use it.
+        let end = r.end && !backward;
+        let min = if r.end && backward { 0 } else { r.min };
         match r.max {
             Some(max) if max <= MAX_COUNT => NfaRun {
                 set: r.set,
+                edge,
+                end,
                 lim: max as u32,
-                min: r.min.min(max) as u32,
+                min: min.min(max) as u32,
                 sat: false,
             },
             _ => {
-                let min = r.min.min(MAX_COUNT) as u32;
+                let min = min.min(MAX_COUNT) as u32;
                 NfaRun {
                     set: r.set,
+                    edge,
+                    end,
                     lim: min,
                     min,
                     sat: true,
@@ -153,8 +231,16 @@ impl NfaRun {
         }
     }
 
-    fn done(&self, st: u128) -> bool {
-        st >> self.min != 0
+    /// One byte: counts move up by one (from 0 only on an edge byte).
+    fn step(&self, st: u128, b: u8) -> u128 {
+        let from0 = if self.edge.contains(b) { (st & 1) << 1 } else { 0 };
+        let more = if self.set.contains(b) {
+            let carry = if self.sat { st & (1u128 << self.lim) } else { 0 };
+            ((st & !1) << 1) | carry
+        } else {
+            0
+        };
+        (from0 | more) & self.mask()
     }
 }
 
@@ -167,53 +253,55 @@ struct Seq {
 }
 
 impl Seq {
-    fn new(edge: ByteSet, runs: impl Iterator<Item = Run>) -> Seq {
+    fn new(edge: ByteSet, runs: impl Iterator<Item = Run>, backward: bool) -> Seq {
         Seq {
             edge,
-            runs: runs.take(MAX_RUNS).map(|r| NfaRun::new(&r)).collect(),
+            runs: runs
+                .take(MAX_RUNS)
+                .map(|r| NfaRun::new(&r, backward))
+                .collect(),
         }
     }
 
-    /// True when the runs, in order, can match a prefix of `bytes`.
-    fn accepts(&self, bytes: impl Iterator<Item = u8>) -> bool {
+    /// True when the runs, in order, can match a prefix of `bytes` (the
+    /// first run needing `min0` bytes, at most its own shortest length); `at_end`: `bytes` ends
+    /// where the haystack does, so `$` items may match there.
+    fn accepts(&self, bytes: impl Iterator<Item = u8>, min0: u32, at_end: bool) -> bool {
         let runs = &self.runs;
+        let done = |k: usize, st: u128, end: bool| {
+            let r = &runs[k];
+            let min = if k == 0 { min0.min(r.lim) } else { r.min };
+            st >> min != 0 || (end && r.end && st & 1 != 0)
+        };
+        // Adds count 0 of each run after a run that can be complete; true
+        // when the last run can be.
+        let close = |st: &mut [u128; MAX_RUNS], end: bool| {
+            for k in 1..runs.len() {
+                if done(k - 1, st[k - 1], end) {
+                    st[k] |= 1;
+                }
+            }
+            done(runs.len() - 1, st[runs.len() - 1], end)
+        };
         let mut st = [0u128; MAX_RUNS];
         st[0] = 1;
-        if self.close(&mut st) {
+        if close(&mut st, false) {
             return true;
         }
         for b in bytes {
             let mut live = false;
             for (s, r) in st.iter_mut().zip(runs) {
-                *s = if r.set.contains(b) {
-                    let carry = if r.sat { *s & (1u128 << r.lim) } else { 0 };
-                    ((*s << 1) | carry) & r.mask()
-                } else {
-                    0
-                };
+                *s = r.step(*s, b);
                 live |= *s != 0;
             }
-            if self.close(&mut st) {
+            if close(&mut st, false) {
                 return true;
             }
             if !live {
                 return false;
             }
         }
-        false
-    }
-
-    /// Adds count 0 of each run after a run that can be complete; true
-    /// when the last run can be.
-    fn close(&self, st: &mut [u128; MAX_RUNS]) -> bool {
-        let runs = &self.runs;
-        for k in 1..runs.len() {
-            if runs[k - 1].done(st[k - 1]) {
-                st[k] |= 1;
-            }
-        }
-        let last = runs.len() - 1;
-        runs[last].done(st[last])
+        at_end && close(&mut st, true)
     }
 }
 
@@ -222,8 +310,9 @@ impl Seq {
 pub(super) struct Precheck {
     /// Hit before the pivot: run forward from the hit's end.
     forward: Vec<Seq>,
-    /// Hit after the pivot: run backward from the hit's start.
-    backward: Vec<Seq>,
+    /// Hit after the pivot: run backward from the hit's start; with the
+    /// shortest length of the item holding the hit's first byte.
+    backward: Vec<(u32, Seq)>,
 }
 
 impl Precheck {
@@ -242,45 +331,66 @@ impl Precheck {
                 it.min >= 1 && (0..=255u8).all(|b| !(it.set.contains(b) && hit_bytes.contains(b)))
             })
             .min_by_key(|&i| items[i].set.len())?;
-        let rest = |r: &Run| Run {
-            set: r.set,
-            min: 0,
-            max: r.max,
-        };
         let forward = (0..p)
             .map(|j| {
                 Seq::new(
                     items[j].set,
-                    std::iter::once(rest(&items[j])).chain(items[j + 1..].iter().copied()),
+                    std::iter::once(items[j].rest()).chain(items[j + 1..].iter().copied()),
+                    false,
                 )
             })
             .collect();
         let backward = (p + 1..items.len())
             .map(|j| {
-                Seq::new(
+                // The rest tracks counts up to the item's shortest length;
+                // `may_match` says how much of it must lie before the hit.
+                let rest = Run {
+                    min: items[j].min,
+                    ..items[j].rest()
+                };
+                let seq = Seq::new(
                     items[j].set,
-                    std::iter::once(rest(&items[j])).chain(items[..j].iter().rev().copied()),
-                )
+                    std::iter::once(rest).chain(items[..j].iter().rev().copied()),
+                    true,
+                );
+                (items[j].min.min(MAX_COUNT) as u32, seq)
             })
             .collect();
         Some(Precheck { forward, backward })
     }
 
     /// False only when no match of at most `span` bytes that contains the
-    /// hit `hs..he` of `buf` can exist.
-    pub(super) fn may_match(&self, buf: &[u8], hs: usize, he: usize, span: usize) -> bool {
-        debug_assert!(hs < he && he <= buf.len());
+    /// hit `hs..he` of `buf[..hay_end]` (the haystack the regex searches)
+    /// can exist.
+    pub(super) fn may_match(
+        &self,
+        buf: &[u8],
+        hay_end: usize,
+        hs: usize,
+        he: usize,
+        span: usize,
+    ) -> bool {
+        debug_assert!(hs < he && he <= hay_end && hay_end <= buf.len());
         let (first, last) = (buf[hs], buf[he - 1]);
         // A keyword longer than `span` leaves both empty.
-        let after = &buf[he..(hs + span).min(buf.len()).max(he)];
+        let end = (hs + span).min(hay_end).max(he);
+        let after = &buf[he..end];
         let before = &buf[he.saturating_sub(span).min(hs)..hs];
-        self.forward
-            .iter()
-            .any(|s| s.edge.contains(last) && s.accepts(after.iter().copied()))
-            || self
-                .backward
-                .iter()
-                .any(|s| s.edge.contains(first) && s.accepts(before.iter().rev().copied()))
+        self.forward.iter().any(|s| {
+            s.edge.contains(last) && s.accepts(after.iter().copied(), 0, end == hay_end)
+        }) || self.backward.iter().any(|(min, s)| {
+            // The item holding the hit's first byte is at least `min`
+            // long; from `hs` on it holds at most the run of its bytes
+            // there, so the part before `hs` holds the rest.
+            s.edge.contains(first) && {
+                let ahead = buf[hs..end]
+                    .iter()
+                    .take(*min as usize)
+                    .take_while(|&&b| s.edge.contains(b))
+                    .count() as u32;
+                s.accepts(before.iter().rev().copied(), min - ahead, false)
+            }
+        })
     }
 }
 
@@ -313,7 +423,7 @@ mod tests {
 
     fn may(pc: &Precheck, text: &str, kw: &str) -> bool {
         let hs = text.to_ascii_lowercase().find(kw).unwrap();
-        pc.may_match(text.as_bytes(), hs, hs + kw.len(), 200)
+        pc.may_match(text.as_bytes(), text.len(), hs, hs + kw.len(), 200)
     }
 
     #[test]
