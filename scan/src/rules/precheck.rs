@@ -233,9 +233,17 @@ impl NfaRun {
 
     /// One byte: counts move up by one (from 0 only on an edge byte).
     fn step(&self, st: u128, b: u8) -> u128 {
-        let from0 = if self.edge.contains(b) { (st & 1) << 1 } else { 0 };
+        let from0 = if self.edge.contains(b) {
+            (st & 1) << 1
+        } else {
+            0
+        };
         let more = if self.set.contains(b) {
-            let carry = if self.sat { st & (1u128 << self.lim) } else { 0 };
+            let carry = if self.sat {
+                st & (1u128 << self.lim)
+            } else {
+                0
+            };
             ((st & !1) << 1) | carry
         } else {
             0
@@ -376,21 +384,22 @@ impl Precheck {
         let end = (hs + span).min(hay_end).max(he);
         let after = &buf[he..end];
         let before = &buf[he.saturating_sub(span).min(hs)..hs];
-        self.forward.iter().any(|s| {
-            s.edge.contains(last) && s.accepts(after.iter().copied(), 0, end == hay_end)
-        }) || self.backward.iter().any(|(min, s)| {
-            // The item holding the hit's first byte is at least `min`
-            // long; from `hs` on it holds at most the run of its bytes
-            // there, so the part before `hs` holds the rest.
-            s.edge.contains(first) && {
-                let ahead = buf[hs..end]
-                    .iter()
-                    .take(*min as usize)
-                    .take_while(|&&b| s.edge.contains(b))
-                    .count() as u32;
-                s.accepts(before.iter().rev().copied(), min - ahead, false)
-            }
-        })
+        self.forward
+            .iter()
+            .any(|s| s.edge.contains(last) && s.accepts(after.iter().copied(), 0, end == hay_end))
+            || self.backward.iter().any(|(min, s)| {
+                // The item holding the hit's first byte is at least `min`
+                // long; from `hs` on it holds at most the run of its bytes
+                // there, so the part before `hs` holds the rest.
+                s.edge.contains(first) && {
+                    let ahead = buf[hs..end]
+                        .iter()
+                        .take(*min as usize)
+                        .take_while(|&&b| s.edge.contains(b))
+                        .count() as u32;
+                    s.accepts(before.iter().rev().copied(), min - ahead, false)
+                }
+            })
     }
 }
 
@@ -433,8 +442,14 @@ mod tests {
             &["key", "token"],
         );
         assert!(may(&pc, "api_key = 'abcdefghijkl'", "key"));
-        assert!(may(&pc, "token = 'abcd_key_efghij'", "key"), "a hit inside the value");
-        assert!(!may(&pc, "x = 'abcd_key_efghij'", "key"), "no keyword before the operator");
+        assert!(
+            may(&pc, "token = 'abcd_key_efghij'", "key"),
+            "a hit inside the value"
+        );
+        assert!(
+            !may(&pc, "x = 'abcd_key_efghij'", "key"),
+            "no keyword before the operator"
+        );
         assert!(may(&pc, "TOKEN::= abcdefghijkl", "token"));
         assert!(!may(&pc, "f(x, key)", "key"));
         assert!(!may(&pc, "d.keys()", "key"));
