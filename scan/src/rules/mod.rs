@@ -7,6 +7,7 @@ mod builtin;
 pub mod filters;
 pub mod go_regex;
 pub mod list;
+mod precheck;
 mod prefilter;
 pub mod sources;
 pub mod spec;
@@ -130,6 +131,9 @@ struct Rule {
     span: usize,
     /// [`KEYWORD_NEAR`] for a rule with `keywords_nearby`, else 0.
     near: usize,
+    /// A necessary condition for a hit to be confirmed, checked before the
+    /// window search of an unanchored rule (`precheck.rs`).
+    precheck: Option<precheck::Precheck>,
     min_kw: usize,
     max_kw: usize,
 }
@@ -193,11 +197,14 @@ struct Tuning {
     /// Keyword hits are gated by the byte before them, and lead rules run
     /// anchored (`Rule::lead`, `Rule::word_boundary`).
     context: bool,
+    /// Unanchored rules check `Rule::precheck` before their window search.
+    precheck: bool,
 }
 
 const TUNED: Tuning = Tuning {
     prefilter: None,
     context: true,
+    precheck: true,
 };
 
 /// Per-worker scratch space, reused across calls to [`RuleSet::scan`].
@@ -575,6 +582,13 @@ impl Rule {
             None
         };
         let word_boundary = anchored && opens_with_word_boundary(&hir);
+        // Anchored rules (and lead rules, while keyword context is on) run
+        // anchored at the hit and never search a window.
+        let precheck = if near == 0 && !anchored {
+            precheck::Precheck::new(&hir, &precheck::hit_bytes(&lower_kws))
+        } else {
+            None
+        };
         let path = spec
             .path
             .as_deref()
@@ -624,6 +638,7 @@ impl Rule {
             word_boundary,
             span,
             near,
+            precheck,
             min_kw,
             max_kw,
             pattern: spec.regex.clone(),
@@ -675,6 +690,7 @@ impl Rule {
             word_boundary: false,
             span: 0,
             near: 0,
+            precheck: None,
             min_kw: 0,
             max_kw: 0,
         })
@@ -1045,6 +1061,25 @@ impl RuleSet {
         RuleSet::build(self.specs, tuning, self.lazy).expect("rules compiled before")
     }
 
+    /// Rebuilds the set without the pre-check of unanchored rules: every
+    /// hit runs the rule's window search. Its findings must be the same
+    /// (tests compare the two).
+    #[doc(hidden)]
+    pub fn without_precheck(self) -> RuleSet {
+        let tuning = Tuning {
+            precheck: false,
+            ..self.tuning
+        };
+        RuleSet::build(self.specs, tuning, self.lazy).expect("rules compiled before")
+    }
+
+    /// Number of rules with a pre-check before their window search
+    /// (diagnostics and tests).
+    #[doc(hidden)]
+    pub fn prechecked_rules(&self) -> usize {
+        self.rules.iter().filter(|r| r.precheck.is_some()).count()
+    }
+
     /// How hits of `keyword` (lowercased) are gated by the byte before
     /// them: `any`, `not-letter` or `not-word`; `None` if it is no keyword.
     #[doc(hidden)]
@@ -1275,6 +1310,19 @@ impl RuleSet {
         let lim = DEDUP_RADIUS + rule.span + rule.near;
         if he + lim < owned.start || hs > owned.end + lim {
             return;
+        }
+        if let Some(pc) = &rule.precheck {
+            // Only the window search below is pre-checked (a lead rule with
+            // keyword context runs anchored instead).
+            // The haystack the window search below gets.
+            let side = rule.span - (he - hs).min(rule.span);
+            let hay_end = ((he + side).min(buf.len()) + LOOK_SLACK).min(buf.len());
+            if self.tuning.precheck
+                && rule.lead.is_none()
+                && !pc.may_match(buf, hay_end, hs, he, rule.span)
+            {
+                return;
+            }
         }
         let compiled = rule.compiled();
         if let Some(after) = &compiled.at_hit {
