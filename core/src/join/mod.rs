@@ -165,24 +165,7 @@ where
     R: Send,
     P: FnOnce(JobRef) -> Result<(), JobRef>,
 {
-    let job = StackJob::new(f, LockLatch::new());
-    let guard = FrameGuard::new(&job.latch);
-    // B1.
-    // SAFETY: J2, we block below until the latch is set, or get the job back
-    // unrun; an unwind before either hits the guard.
-    let job_ref = unsafe { job.as_job_ref() };
-    match inject(job_ref) {
-        Ok(()) => {
-            job.latch.wait();
-            guard.disarm();
-            job.take_result().into_return_value()
-        }
-        Err(back) => {
-            assert!(job.is_mine(&back), "install got another job back");
-            guard.disarm();
-            panic!("the pool refused the job: it was shut down");
-        }
-    }
+    inject_and_wait(StackJob::new(f, LockLatch::new()), inject, LockLatch::wait)
 }
 
 /// Runs `f` on another pool from a worker of this one (X1-X3): `inject` puts
@@ -202,16 +185,32 @@ where
     R: Send,
     P: FnOnce(JobRef) -> Result<(), JobRef>,
 {
-    let job = StackJob::new(f, CrossLatch::new(ctx.owner(), unparker));
+    let latch = CrossLatch::new(ctx.owner(), unparker);
+    // X3: J5's waiting loop on the latch's state word.
+    inject_and_wait(StackJob::new(f, latch), inject, |l: &CrossLatch| {
+        wait_until(ctx, l.core())
+    })
+}
+
+/// B1/X1 and what follows, shared by [`install`] and [`install_cross`]:
+/// hands `job` to `inject`, then `wait`s on its latch (which must return only
+/// once the latch is set) and returns the result; a refused job comes back
+/// unrun and is a panic.
+fn inject_and_wait<L, F, R, P>(job: StackJob<L, F, R>, inject: P, wait: impl FnOnce(&L)) -> R
+where
+    L: Latch,
+    F: FnOnce() -> R + Send,
+    R: Send,
+    P: FnOnce(JobRef) -> Result<(), JobRef>,
+{
     let guard = FrameGuard::new(&job.latch);
-    // X1.
-    // SAFETY: J2, the loop below does not end before the latch is set, or we
-    // get the job back unrun; an unwind before either hits the guard.
+    // SAFETY: J2, `job` stays in this frame, which is not left before `wait`
+    // saw the latch set or the job came back unrun; an unwind before either
+    // hits the guard.
     let job_ref = unsafe { job.as_job_ref() };
     match inject(job_ref) {
         Ok(()) => {
-            // X3: J5's waiting loop on the latch's state word.
-            wait_until(ctx, job.latch.core());
+            wait(&job.latch);
             guard.disarm();
             job.take_result().into_return_value()
         }
