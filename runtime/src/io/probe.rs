@@ -126,9 +126,9 @@ impl Histogram {
 /// "Variants of one build"). Builds without the feature have none of this.
 #[derive(Debug, Default)]
 pub(crate) struct Knobs {
-    /// `no_look_first`: no look at the poller when an idle spell starts
-    /// (`README.md`, P3'), as before it.
-    pub(crate) no_look_first: bool,
+    /// `look_first`: look at the poller when an idle spell starts, before
+    /// it spins.
+    pub(crate) look_first: bool,
     /// `no_yield`: no `thread::yield_now` on the yield tier (after its look
     /// at the poller) while sockets are registered.
     pub(crate) no_yield: bool,
@@ -145,7 +145,7 @@ pub(crate) fn knobs() -> &'static Knobs {
             for item in v.split(',').filter(|i| !i.is_empty()) {
                 let (key, val) = item.split_once('=').unwrap_or((item, ""));
                 match key {
-                    "no_look_first" => k.no_look_first = true,
+                    "look_first" => k.look_first = true,
                     "no_yield" => k.no_yield = true,
                     "spin" => k.spin = val.parse().ok(),
                     other => eprintln!("MAGPIE_IO_KNOBS: unknown switch {other:?}"),

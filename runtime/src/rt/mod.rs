@@ -707,10 +707,6 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
     let spin_iters = knobs.spin.unwrap_or(inner.spin_iters);
     #[cfg(not(all(feature = "io-probe", not(loom))))]
     let spin_iters = inner.spin_iters;
-    #[cfg(all(feature = "io-probe", not(loom)))]
-    let look_first = !knobs.no_look_first;
-    #[cfg(not(all(feature = "io-probe", not(loom))))]
-    let look_first = true;
     let mut idle = TieredIdle::adaptive(spin_iters, inner.park_timeout);
     #[cfg(not(all(feature = "io-probe", not(loom))))]
     let mut trace = sched::NoopTrace;
@@ -742,9 +738,11 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
                     idle.on_work();
                     continue;
                 }
-                // io/README.md, P3': a worker whose queues ran dry looks at
-                // the poller before its idle spell spins.
-                if look_first && idle.spell_rounds() == 0 {
+                // Feature `io-probe`'s switch `look_first` (io/README.md,
+                // "Where the echo tail came from"): look at the poller when
+                // an idle spell starts, before its spin.
+                #[cfg(all(feature = "io-probe", not(loom)))]
+                if knobs.look_first && idle.spell_rounds() == 0 {
                     let (w, told) = poll_io_now(worker, inner);
                     worker = w;
                     if told > 0 {

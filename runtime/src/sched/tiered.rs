@@ -132,9 +132,9 @@ impl TieredIdle {
         }
     }
 
-    /// Idle rounds of the current spell so far (0: none under way): the
-    /// async worker looks at its poller before a spell's first round
-    /// (`../io/README.md`, P3').
+    /// Idle rounds of the current spell so far (0: none under way), for
+    /// the I/O probe's `look_first` switch (`../io/probe.rs`).
+    #[cfg(all(feature = "io-probe", not(loom)))]
     pub(crate) fn spell_rounds(&self) -> u32 {
         self.rounds
     }
