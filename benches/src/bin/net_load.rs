@@ -115,6 +115,9 @@ struct ConnResult {
     ops_total: u64,
     /// Latency of each measured round trip, in nanoseconds.
     latencies_ns: Vec<u64>,
+    /// `NET_LOAD_SCHED`: this thread's `[on CPU ns, waiting for a CPU ns,
+    /// involuntary context switches]` at its end.
+    sched: Option<[u64; 3]>,
 }
 
 fn main() -> ExitCode {
@@ -141,9 +144,18 @@ fn main() -> ExitCode {
         .collect();
     let mut total = ConnResult::default();
     let mut failed = 0;
+    let mut sched = [0u64; 3];
+    // Per connection: measured round trips, and the slowest one.
+    let mut per_conn = Vec::new();
     for (id, t) in threads.into_iter().enumerate() {
         match t.join() {
             Ok(Ok(r)) => {
+                if let Some(s) = r.sched {
+                    for (t, v) in sched.iter_mut().zip(s) {
+                        *t += v;
+                    }
+                }
+                per_conn.push((r.ops, r.latencies_ns.iter().copied().max().unwrap_or(0)));
                 total.ops += r.ops;
                 total.ops_total += r.ops_total;
                 total.latencies_ns.extend(r.latencies_ns);
@@ -164,6 +176,22 @@ fn main() -> ExitCode {
     }
     total.latencies_ns.sort_unstable();
     let us = |q: f64| percentile(&total.latencies_ns, q).map_or(f64::NAN, |ns| ns as f64 / 1e3);
+    if std::env::var_os("NET_LOAD_SCHED").is_some() {
+        let ops: Vec<u64> = per_conn.iter().map(|c| c.0).collect();
+        let max_ms: Vec<f64> = per_conn.iter().map(|c| c.1 as f64 / 1e6).collect();
+        eprintln!(
+            "net_load sched: clients run_ms={:.1} wait_ms={:.1} invol_cs={} p90={:.1}us p999={:.1}us ops_per_conn(min,max)=({},{}) max_latency_ms(min,max)=({:.2},{:.2})",
+            sched[0] as f64 / 1e6,
+            sched[1] as f64 / 1e6,
+            sched[2],
+            us(0.90),
+            us(0.999),
+            ops.iter().min().unwrap_or(&0),
+            ops.iter().max().unwrap_or(&0),
+            max_ms.iter().copied().fold(f64::INFINITY, f64::min),
+            max_ms.iter().copied().fold(0.0, f64::max),
+        );
+    }
     println!(
         "ops={} ops_total={} secs={} ops_per_s={:.1} p50_us={:.1} p99_us={:.1} conns={}",
         total.ops,
@@ -175,6 +203,20 @@ fn main() -> ExitCode {
         args.conns
     );
     ExitCode::SUCCESS
+}
+
+/// This thread's time on CPU and waiting for one (`schedstat`, ns) and its
+/// involuntary context switches (`status`).
+fn thread_sched() -> Option<[u64; 3]> {
+    let sched = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let mut f = sched.split_whitespace().map(|v| v.parse::<u64>().ok());
+    let (run, wait) = (f.next()??, f.next()??);
+    let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    let invol = status
+        .lines()
+        .find_map(|l| l.strip_prefix("nonvoluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())?;
+    Some([run, wait, invol])
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -214,6 +256,9 @@ fn run_conn(
     loop {
         let t0 = Instant::now();
         if t0 >= measure_to {
+            if std::env::var_os("NET_LOAD_SCHED").is_some() {
+                r.sched = thread_sched();
+            }
             return Ok(r);
         }
         conn.round_trip()?;

@@ -161,6 +161,10 @@ fn stop_and_exit_with(extra: impl FnOnce()) -> ! {
     }
     report_cpu();
     extra();
+    #[cfg(feature = "io-probe")]
+    if std::env::var_os("NET_SERVER_PROBE").is_some() {
+        eprint!("{}", thread_sched_report());
+    }
     std::process::exit(0)
 }
 
@@ -308,7 +312,54 @@ fn magpie_native(args: &Args) -> io::Result<Infallible> {
                 m.polls, m.steals, m.parks, m.io_events
             );
         }
+        // Feature `io-probe`: the I/O path's latency histograms
+        // (runtime/src/io/probe.rs), on stderr so net_run passes them through.
+        #[cfg(feature = "io-probe")]
+        if std::env::var_os("NET_SERVER_PROBE").is_some() {
+            eprint!("{}", magpie_runtime::io::probe::report());
+        }
     })
+}
+
+/// Feature `io-probe`: per thread of this process, its time on CPU, its
+/// time runnable but waiting for a CPU (`schedstat`), and its voluntary and
+/// involuntary context switches (`status`): how often the kernel preempted
+/// the workers, and how long they waited to run again.
+#[cfg(feature = "io-probe")]
+fn thread_sched_report() -> String {
+    let mut out = String::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let path = entry.path();
+        let read = |f: &str| std::fs::read_to_string(path.join(f)).unwrap_or_default();
+        let comm = read("comm");
+        let sched: Vec<u64> = read("schedstat")
+            .split_whitespace()
+            .filter_map(|f| f.parse().ok())
+            .collect();
+        let status = read("status");
+        let field = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map_or(0, |v| v.trim().parse::<u64>().unwrap_or(0))
+        };
+        if sched.len() < 3 || sched[0] < 10_000_000 {
+            continue; // threads that barely ran
+        }
+        out += &format!(
+            "thread {:<20} run_ms={:<8.1} wait_ms={:<8.1} slices={:<8} vol_cs={:<8} invol_cs={}\n",
+            comm.trim(),
+            sched[0] as f64 / 1e6,
+            sched[1] as f64 / 1e6,
+            sched[2],
+            field("voluntary_ctxt_switches:"),
+            field("nonvoluntary_ctxt_switches:"),
+        );
+    }
+    out
 }
 
 /// An ephemeral loopback port, found by binding a std listener and letting

@@ -40,6 +40,10 @@ pub(crate) struct Poller {
     /// refused one.
     #[cfg(target_os = "linux")]
     timer: Option<TimerFd>,
+    /// Feature `io-probe`: the time between the previous poll's end and the
+    /// last poll's start.
+    #[cfg(all(feature = "io-probe", not(loom)))]
+    probe_gap: u64,
 }
 
 /// The driver, shared by the runtime (`RtShared`) and every registration.
@@ -80,6 +84,8 @@ impl IoDriver {
                 events: Events::with_capacity(EVENTS_CAPACITY),
                 #[cfg(target_os = "linux")]
                 timer,
+                #[cfg(all(feature = "io-probe", not(loom)))]
+                probe_gap: 0,
             }),
             registry,
             waker,
@@ -194,6 +200,10 @@ impl PollerGuard<'_> {
             m.driver_parks.fetch_add(1, Ordering::Relaxed);
             m.in_driver.fetch_add(1, Ordering::Relaxed);
         }
+        #[cfg(all(feature = "io-probe", not(loom)))]
+        {
+            self.guard.probe_gap = super::probe::poll_start().1;
+        }
         let Poller { poll, events, .. } = &mut *self.guard;
         if let Err(e) = poll.poll(events, timeout) {
             events.clear();
@@ -254,6 +264,8 @@ impl PollerGuard<'_> {
             }
         }
         self.guard.events.clear();
+        #[cfg(all(feature = "io-probe", not(loom)))]
+        super::probe::poll_end(self.guard.probe_gap, told);
         self.driver
             .metrics
             .events

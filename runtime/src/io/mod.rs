@@ -3,6 +3,8 @@
 //! beside this file; `crate::net` builds sockets on it.
 
 pub(crate) mod driver;
+#[cfg(all(feature = "io-probe", not(loom)))]
+pub mod probe;
 pub(crate) mod registration;
 pub(crate) mod scheduled_io;
 pub(crate) mod table;

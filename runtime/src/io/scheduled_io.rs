@@ -116,6 +116,9 @@ pub(crate) struct ScheduledIo {
     /// `Ready` bits | tick << READY_BITS.
     readiness: AtomicUsize,
     waiters: Mutex<Waiters>,
+    /// When R2 last took the reader's waker (feature `io-probe`).
+    #[cfg(all(feature = "io-probe", not(loom)))]
+    probe: super::probe::Stamp,
 }
 
 impl ScheduledIo {
@@ -123,6 +126,8 @@ impl ScheduledIo {
         Self {
             readiness: AtomicUsize::new(0),
             waiters: Mutex::new(Waiters::default()),
+            #[cfg(all(feature = "io-probe", not(loom)))]
+            probe: super::probe::Stamp::default(),
         }
     }
 
@@ -160,6 +165,10 @@ impl ScheduledIo {
         };
         // Woken outside the lock: a wake schedules a task, and may run code
         // that polls this resource again.
+        #[cfg(all(feature = "io-probe", not(loom)))]
+        if reader.is_some() {
+            self.probe.woke();
+        }
         if let Some(w) = reader {
             w.wake();
         }
@@ -184,6 +193,10 @@ impl ScheduledIo {
     /// landed between the first look and the store is seen here, and one
     /// that lands after it finds the waker in R2.
     pub(crate) fn poll_ready(&self, cx: &mut Context<'_>, dir: Direction) -> Poll<ReadyEvent> {
+        #[cfg(all(feature = "io-probe", not(loom)))]
+        if dir == Direction::Read {
+            self.probe.looked();
+        }
         let ev = self.ready_event(dir);
         if !ev.ready.is_empty() {
             return Poll::Ready(ev);

@@ -29,9 +29,7 @@ use crate::io::driver::PollerGuard;
 use crate::io::IoDriver;
 use crate::metrics::{MetricsSnapshot, WorkerMetrics};
 use crate::sched::tiered::{IdleAction, TieredIdle};
-use crate::sched::{
-    self, Core, Found, LifoMode, LocalMode, NoopTrace, ParkPrep, Parts, Shared, Worker,
-};
+use crate::sched::{self, Core, Found, LifoMode, LocalMode, ParkPrep, Parts, Shared, Worker};
 use crate::time::{self, Driver};
 use crate::worker_id;
 
@@ -682,9 +680,38 @@ fn worker_main(
     metrics
 }
 
+/// Feature `io-probe`: tells the probe where each task was found.
+#[cfg(all(feature = "io-probe", not(loom)))]
+struct ProbeTrace;
+
+#[cfg(all(feature = "io-probe", not(loom)))]
+impl sched::TraceHooks for ProbeTrace {
+    #[inline]
+    fn event(&mut self, _worker: usize, event: sched::SchedEvent) {
+        use crate::io::probe::{set_found, Found as F};
+        if let sched::SchedEvent::Run { source } = event {
+            set_found(match source {
+                sched::Source::Lifo => F::Lifo,
+                sched::Source::Local => F::Local,
+                sched::Source::Global => F::Global,
+                sched::Source::Steal { .. } => F::Steal,
+            });
+        }
+    }
+}
+
 fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> {
-    let mut idle = TieredIdle::adaptive(inner.spin_iters, inner.park_timeout);
-    let mut trace = NoopTrace;
+    #[cfg(all(feature = "io-probe", not(loom)))]
+    let knobs = crate::io::probe::knobs();
+    #[cfg(all(feature = "io-probe", not(loom)))]
+    let spin_iters = knobs.spin.unwrap_or(inner.spin_iters);
+    #[cfg(not(all(feature = "io-probe", not(loom))))]
+    let spin_iters = inner.spin_iters;
+    let mut idle = TieredIdle::adaptive(spin_iters, inner.park_timeout);
+    #[cfg(not(all(feature = "io-probe", not(loom))))]
+    let mut trace = sched::NoopTrace;
+    #[cfg(all(feature = "io-probe", not(loom)))]
+    let mut trace = ProbeTrace;
     loop {
         match sched::find_task(&mut *worker, &mut trace) {
             Found::Task(task) => {
@@ -694,7 +721,11 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
                     worker = fire_timers(worker, inner);
                 }
                 WORKER.with(|w| *w.borrow_mut() = Some(worker));
+                #[cfg(all(feature = "io-probe", not(loom)))]
+                let t0 = crate::io::probe::now();
                 coop::with_budget(|| task.run());
+                #[cfg(all(feature = "io-probe", not(loom)))]
+                crate::io::probe::task_poll(crate::io::probe::now() - t0);
                 worker = WORKER
                     .with(|w| w.borrow_mut().take())
                     .expect("the worker's context is back after the poll");
@@ -707,6 +738,18 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
                     idle.on_work();
                     continue;
                 }
+                // Feature `io-probe`'s switch `look_first` (io/README.md,
+                // "Where the echo tail came from"): look at the poller when
+                // an idle spell starts, before its spin.
+                #[cfg(all(feature = "io-probe", not(loom)))]
+                if knobs.look_first && idle.spell_rounds() == 0 {
+                    let (w, told) = poll_io_now(worker, inner);
+                    worker = w;
+                    if told > 0 {
+                        idle.on_work();
+                        continue;
+                    }
+                }
                 match idle.next_action() {
                     IdleAction::Spin => std::hint::spin_loop(),
                     IdleAction::Yield => {
@@ -717,7 +760,17 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
                             idle.on_work();
                             continue;
                         }
+                        // Feature `io-probe`'s switch `no_yield`: keep the core
+                        // (go on to the park) while sockets are registered.
+                        #[cfg(all(feature = "io-probe", not(loom)))]
+                        if knobs.no_yield && inner.io.has_registrations() {
+                            continue;
+                        }
+                        #[cfg(all(feature = "io-probe", not(loom)))]
+                        let t0 = crate::io::probe::now();
                         thread::yield_now();
+                        #[cfg(all(feature = "io-probe", not(loom)))]
+                        crate::io::probe::yielded(crate::io::probe::now() - t0);
                     }
                     IdleAction::Park(timeout) => {
                         match sched::prepare_park(&mut *worker, &mut trace) {
@@ -728,6 +781,14 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
                                 // the poller sleeps in it; the others on
                                 // their futex.
                                 let mut poller = inner.io.try_lock_poller();
+                                #[cfg(all(feature = "io-probe", not(loom)))]
+                                if poller.is_some() {
+                                    crate::io::probe::set_look(crate::io::probe::Look::Park);
+                                } else {
+                                    crate::io::probe::park_no_poller(
+                                        inner.io.metrics().in_driver == 0,
+                                    );
+                                }
                                 let result =
                                     park::park_worker(&mut worker, inner, timeout, poller.as_mut());
                                 if !sched::after_park(&mut *worker, result, &mut trace) {
@@ -763,6 +824,8 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
 
 fn fire_timers(worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> {
     let worker = fire_timers_counted(worker, inner).0;
+    #[cfg(all(feature = "io-probe", not(loom)))]
+    crate::io::probe::set_look(crate::io::probe::Look::Tick);
     // io/README.md, P3: a busy worker looks at the poller with the timers.
     poll_io_now(worker, inner).0
 }
@@ -777,7 +840,14 @@ fn poll_io_now(worker: Box<AsyncWorker>, inner: &RtShared) -> (Box<AsyncWorker>,
             poller.poll(Some(Duration::ZERO));
             dispatch_io(worker, inner, &mut poller)
         }
-        None => (worker, 0),
+        None => {
+            #[cfg(all(feature = "io-probe", not(loom)))]
+            {
+                crate::io::probe::busy_poller();
+                crate::io::probe::set_look(crate::io::probe::Look::Idle);
+            }
+            (worker, 0)
+        }
     }
 }
 

@@ -132,6 +132,13 @@ impl TieredIdle {
         }
     }
 
+    /// Idle rounds of the current spell so far (0: none under way), for
+    /// the I/O probe's `look_first` switch (`../io/probe.rs`).
+    #[cfg(all(feature = "io-probe", not(loom)))]
+    pub(crate) fn spell_rounds(&self) -> u32 {
+        self.rounds
+    }
+
     /// Work was found: start over at the spinning tier. If a spell was
     /// under way and still in its spin, the spin paid.
     #[inline]
