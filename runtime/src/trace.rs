@@ -142,13 +142,7 @@ pub fn write_chrome_with_metadata<E: Borrow<Event>>(
             line,
             ",\"ph\":\"M\",\"pid\":{TRACE_PID},\"tid\":0,\"args\":{{"
         );
-        for (i, (key, value)) in m.args.iter().enumerate() {
-            if i > 0 {
-                line.push(',');
-            }
-            push_json_str(&mut line, key);
-            let _ = write!(line, ":{value}");
-        }
+        push_u64_fields(&mut line, m.args);
         line.push_str("}}");
         out.write_all(line.as_bytes())?;
     }
@@ -188,17 +182,22 @@ pub fn write_chrome_with_metadata<E: Borrow<Event>>(
     }
     line.clear();
     line.push_str("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{");
-    for (i, (key, value)) in meta.other.iter().enumerate() {
-        if i > 0 {
-            line.push(',');
-        }
-        push_json_str(&mut line, key);
-        let _ = write!(line, ":{value}");
-    }
+    push_u64_fields(&mut line, &meta.other);
     line.push_str("}}\n");
     out.write_all(line.as_bytes())?;
     out.flush()?;
     Ok(written)
+}
+
+/// Appends `"key":value` pairs, comma-separated.
+fn push_u64_fields(line: &mut String, fields: &[(&str, u64)]) {
+    for (i, (key, value)) in fields.iter().enumerate() {
+        if i > 0 {
+            line.push(',');
+        }
+        push_json_str(line, key);
+        let _ = write!(line, ":{value}");
+    }
 }
 
 fn push_arg(line: &mut String, value: &Arg) {
