@@ -878,6 +878,16 @@ fn a_lane_of_plain_data_work_runs_each_job_once_and_hands_it_on_after_its_slot_i
     assert_eq!(rejected, 2, "4 wait behind the gate, 2 find the queue full");
     latch.open();
     pool.wait_idle();
+    // `wait_idle` returns once the lane's bookkeeping is done, which is
+    // before the last job's `then` (that order is the point): wait for it.
+    let deadline = Instant::now() + HANG;
+    while log.lock().unwrap().len() < 7 {
+        assert!(
+            Instant::now() < deadline,
+            "a job was never handed on (hang)"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let log = log.lock().unwrap().clone();
     // Refused jobs were handed on at once, on the submitting thread.
     let dropped: Vec<usize> = log
