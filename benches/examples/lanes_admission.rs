@@ -2,33 +2,81 @@
 //!
 //! **Throughput**: `jobs` empty invocations submitted one at a time from one
 //! outside thread through a 2-wide thread-pool lane on a 2-worker
-//! `LaneRuntime`, until all have run; M jobs/s. Peers, 2 wide each: a pool
-//! of 2 threads on one crossbeam-channel (`recv` loop), `rayon::ThreadPool::
-//! spawn`, tokio `spawn` on 2 workers. **Dispatch latency**: an idle pool
-//! gets one job every `gap_us`; the time from just before the submit to the
-//! job's first instruction, p50/p99 over `samples`. All peers in one
-//! process, alternating by round (the order rotates each round).
+//! `LaneRuntime`, until all have run; M jobs/s. Peers, 2 wide each:
+//!
+//! - `magpie-lane`: a `PoolLane<Probe>`: the job is data (`Probe`, what
+//!   the other peers' closures capture) kept in the lane's queues, no
+//!   allocation per job (how the graph runner submits invocations);
+//! - `magpie-boxed`: a `PoolLane` of boxed-closure `Job`s (one `Box` per job);
+//! - `cb-channel`: 2 threads on one crossbeam-channel of boxed closures
+//!   (`recv` loop; one `Box` per job);
+//! - `cb-typed`: the same pool on a channel of `Probe`s (no `Box`: the
+//!   like-for-like peer of `magpie-lane`);
+//! - `rayon::ThreadPool::spawn`, tokio `spawn` on 2 workers.
+//!
+//! **Dispatch latency**: an idle pool gets one job every `gap_us`; the time
+//! from just before the submit to the job's first instruction, p50/p99 over
+//! `samples`. All peers in one process, alternating by round (the order
+//! rotates each round); the summary gives each lane/channel ratio per round
+//! (same round, adjacent runs), median and range.
 //!
 //! `cargo run --release -p magpie-benches --example lanes_admission [rounds] [jobs] [samples] [gap_us] [peer]`
 //!
-//! With `peer` (`magpie-lane`, `cb-channel`, `rayon-spawn`, `tokio-spawn`)
-//! only that peer runs, for `perf stat` (instructions per job do not depend
-//! on the machine's load the way times do).
+//! With `peer` only that peer runs, for `valgrind --tool=callgrind`
+//! (instructions per job do not depend on the machine's load the way times
+//! do; count two job numbers and take the difference, which removes
+//! start-up).
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use magpie_core::sync::atomic::{AtomicU64, Ordering};
-use magpie_runtime::lanes::{Job, LaneRuntime, PoolLane, Priority, ThreadPoolSpec};
+use magpie_runtime::lanes::{
+    Dispatch, Job, LaneJob, LaneRuntime, PoolLane, Priority, ThreadPoolSpec, Work,
+};
 
 const WORKERS: usize = 2;
 
 type Task = Box<dyn FnOnce() + Send>;
 
-/// The peers: each runs boxed closures 2 wide.
+/// What every peer's job does: count itself, or stamp its start.
+enum Probe {
+    Count(Arc<AtomicU64>),
+    Stamp(Arc<AtomicU64>, Instant),
+}
+
+impl Probe {
+    fn fire(self) {
+        match self {
+            Probe::Count(done) => {
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Probe::Stamp(started, origin) => {
+                // Release: pairs with the Acquire load in `dispatch`.
+                started.store(origin.elapsed().as_nanos() as u64, Ordering::Release);
+            }
+        }
+    }
+}
+
+impl Work for Probe {
+    type Done = ();
+
+    fn run(self, dispatch: Dispatch) {
+        if let Dispatch::Run { .. } = dispatch {
+            self.fire();
+        }
+    }
+
+    fn then(_: ()) {}
+}
+
+/// The peers: each runs its jobs 2 wide.
 enum Peer {
-    Lane(PoolLane),
-    Channel(ChannelPool),
+    Lane(PoolLane<Probe>),
+    LaneBoxed(PoolLane),
+    Channel(ChannelPool<Task>),
+    ChannelTyped(ChannelPool<Probe>),
     Rayon(rayon::ThreadPool),
     Tokio(tokio::runtime::Runtime),
 }
@@ -37,48 +85,61 @@ impl Peer {
     fn name(&self) -> &'static str {
         match self {
             Peer::Lane(_) => "magpie-lane",
+            Peer::LaneBoxed(_) => "magpie-boxed",
             Peer::Channel(_) => "cb-channel",
+            Peer::ChannelTyped(_) => "cb-typed",
             Peer::Rayon(_) => "rayon-spawn",
             Peer::Tokio(_) => "tokio-spawn",
         }
     }
 
-    fn submit(&self, f: impl FnOnce() + Send + 'static) {
+    fn submit(&self, p: Probe) {
         match self {
             Peer::Lane(pool) => {
+                let _ = pool.submit(LaneJob {
+                    component: 0,
+                    index: 0,
+                    priority: Priority::Normal,
+                    reentrant: true,
+                    run: p,
+                });
+            }
+            Peer::LaneBoxed(pool) => {
                 let _ = pool.submit(Job {
                     component: 0,
                     index: 0,
                     priority: Priority::Normal,
                     reentrant: true,
                     run: Box::new(move |_| {
-                        f();
+                        p.fire();
                         None
                     }),
                 });
             }
-            Peer::Channel(p) => p.tx.send(Box::new(f)).expect("pool alive"),
-            Peer::Rayon(p) => p.spawn(f),
-            Peer::Tokio(rt) => drop(rt.spawn(async move { f() })),
+            Peer::Channel(c) => c.tx.send(Box::new(move || p.fire())).expect("pool alive"),
+            Peer::ChannelTyped(c) => c.tx.send(p).expect("pool alive"),
+            Peer::Rayon(pool) => pool.spawn(move || p.fire()),
+            Peer::Tokio(rt) => drop(rt.spawn(async move { p.fire() })),
         }
     }
 }
 
-/// A crossbeam-channel pool: `WORKERS` threads looping on `recv`.
-struct ChannelPool {
-    tx: crossbeam_channel::Sender<Task>,
+/// A crossbeam-channel pool: `WORKERS` threads looping on `recv`, each
+/// message handed to `run`.
+struct ChannelPool<T> {
+    tx: crossbeam_channel::Sender<T>,
     threads: Vec<thread::JoinHandle<()>>,
 }
 
-impl ChannelPool {
-    fn new() -> ChannelPool {
-        let (tx, rx) = crossbeam_channel::unbounded::<Task>();
+impl<T: Send + 'static> ChannelPool<T> {
+    fn new(run: fn(T)) -> ChannelPool<T> {
+        let (tx, rx) = crossbeam_channel::unbounded::<T>();
         let threads = (0..WORKERS)
             .map(|_| {
                 let rx = rx.clone();
                 thread::spawn(move || {
-                    while let Ok(task) = rx.recv() {
-                        task();
+                    while let Ok(msg) = rx.recv() {
+                        run(msg);
                     }
                 })
             })
@@ -87,7 +148,7 @@ impl ChannelPool {
     }
 }
 
-impl Drop for ChannelPool {
+impl<T> Drop for ChannelPool<T> {
     fn drop(&mut self) {
         // Disconnect: each worker's `recv` fails once the queue is empty.
         let (tx, _) = crossbeam_channel::unbounded();
@@ -99,14 +160,12 @@ impl Drop for ChannelPool {
 }
 
 /// `n` empty jobs from this thread; the clock stops when the last has run.
+#[inline(never)]
 fn throughput(peer: &Peer, n: u64) -> Duration {
     let done = Arc::new(AtomicU64::new(0));
     let t = Instant::now();
     for _ in 0..n {
-        let d = done.clone();
-        peer.submit(move || {
-            d.fetch_add(1, Ordering::Relaxed);
-        });
+        peer.submit(Probe::Count(done.clone()));
     }
     while done.load(Ordering::Relaxed) < n {
         std::hint::spin_loop();
@@ -122,11 +181,8 @@ fn dispatch(peer: &Peer, samples: usize, gap: Duration) -> Vec<u64> {
     for _ in 0..samples {
         thread::sleep(gap);
         started.store(u64::MAX, Ordering::Relaxed);
-        let s = started.clone();
         let before = origin.elapsed().as_nanos() as u64;
-        peer.submit(move || {
-            s.store(origin.elapsed().as_nanos() as u64, Ordering::Release);
-        });
+        peer.submit(Probe::Stamp(started.clone(), origin));
         let at = loop {
             let v = started.load(Ordering::Acquire);
             if v != u64::MAX {
@@ -166,15 +222,15 @@ fn main() {
         builder = builder.park_timeout(Duration::from_micros(us));
     }
     let host = builder.build().unwrap();
+    let spec = ThreadPoolSpec {
+        max_threads: WORKERS,
+        ..ThreadPoolSpec::default()
+    };
     let peers = [
-        Peer::Lane(PoolLane::new(
-            &ThreadPoolSpec {
-                max_threads: WORKERS,
-                ..ThreadPoolSpec::default()
-            },
-            &host,
-        )),
-        Peer::Channel(ChannelPool::new()),
+        Peer::Lane(PoolLane::typed(&spec, &host)),
+        Peer::LaneBoxed(PoolLane::new(&spec, &host)),
+        Peer::Channel(ChannelPool::new(|t: Task| t())),
+        Peer::ChannelTyped(ChannelPool::new(Probe::fire)),
         Peer::Rayon(
             rayon::ThreadPoolBuilder::new()
                 .num_threads(WORKERS)
@@ -218,6 +274,26 @@ fn main() {
             p50s[i].push(p50);
             p99s[i].push(p99);
         }
+    }
+    // Per-round ratios (the two peers ran in the same round, one after
+    // the other), before the medians below sort the rates.
+    println!("\nper-round throughput ratios (median, min-max):");
+    for (a, b) in [(0, 3), (0, 2), (1, 2), (0, 1)] {
+        if rates[a].len() != rates[b].len() || rates[a].is_empty() {
+            continue;
+        }
+        let mut ratio: Vec<f64> = rates[a].iter().zip(&rates[b]).map(|(x, y)| x / y).collect();
+        let (lo, hi) = ratio
+            .iter()
+            .fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
+        let listed: Vec<String> = ratio.iter().map(|x| format!("{x:.2}")).collect();
+        println!(
+            "{} / {}: {:.2}x ({lo:.2}-{hi:.2}) [{}]",
+            peers[a].name(),
+            peers[b].name(),
+            median(&mut ratio),
+            listed.join(", ")
+        );
     }
     let lane_rate = if rates[0].is_empty() {
         f64::NAN

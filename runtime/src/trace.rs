@@ -83,11 +83,33 @@ pub struct Meta {
     pub other: Vec<(&'static str, u64)>,
 }
 
+/// A process-level metadata event with numeric arguments, written after the
+/// thread names: `{"name":NAME,"ph":"M","pid":1,"tid":0,"args":{...}}`
+/// (viewers skip metadata names they do not know; the lanes write their
+/// trace bound and dropped-event count this way).
+#[derive(Clone, Copy, Debug)]
+pub struct MetaEvent<'a> {
+    /// The event's name.
+    pub name: &'a str,
+    /// Its arguments, in this order.
+    pub args: &'a [(&'a str, u64)],
+}
+
 /// Writes `events` (in the given order) as a Chrome trace. Returns the number
 /// of events written (metadata records not counted).
 pub fn write_chrome<E: Borrow<Event>>(
     out: &mut dyn Write,
     meta: &Meta,
+    events: impl IntoIterator<Item = E>,
+) -> io::Result<u64> {
+    write_chrome_with_metadata(out, meta, &[], events)
+}
+
+/// [`write_chrome`] with extra process-level metadata events.
+pub fn write_chrome_with_metadata<E: Borrow<Event>>(
+    out: &mut dyn Write,
+    meta: &Meta,
+    metadata: &[MetaEvent<'_>],
     events: impl IntoIterator<Item = E>,
 ) -> io::Result<u64> {
     let mut line = String::with_capacity(256);
@@ -110,6 +132,18 @@ pub fn write_chrome<E: Borrow<Event>>(
             "}}}},\n{{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":{TRACE_PID},\
              \"tid\":{tid},\"args\":{{\"sort_index\":{tid}}}}}"
         );
+        out.write_all(line.as_bytes())?;
+    }
+    for m in metadata {
+        line.clear();
+        line.push_str(",\n{\"name\":");
+        push_json_str(&mut line, m.name);
+        let _ = write!(
+            line,
+            ",\"ph\":\"M\",\"pid\":{TRACE_PID},\"tid\":0,\"args\":{{"
+        );
+        push_u64_fields(&mut line, m.args);
+        line.push_str("}}");
         out.write_all(line.as_bytes())?;
     }
     let mut written = 0u64;
@@ -148,17 +182,22 @@ pub fn write_chrome<E: Borrow<Event>>(
     }
     line.clear();
     line.push_str("\n],\"displayTimeUnit\":\"ms\",\"otherData\":{");
-    for (i, (key, value)) in meta.other.iter().enumerate() {
-        if i > 0 {
-            line.push(',');
-        }
-        push_json_str(&mut line, key);
-        let _ = write!(line, ":{value}");
-    }
+    push_u64_fields(&mut line, &meta.other);
     line.push_str("}}\n");
     out.write_all(line.as_bytes())?;
     out.flush()?;
     Ok(written)
+}
+
+/// Appends `"key":value` pairs, comma-separated.
+fn push_u64_fields(line: &mut String, fields: &[(&str, u64)]) {
+    for (i, (key, value)) in fields.iter().enumerate() {
+        if i > 0 {
+            line.push(',');
+        }
+        push_json_str(line, key);
+        let _ = write!(line, ":{value}");
+    }
 }
 
 fn push_arg(line: &mut String, value: &Arg) {

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use lanes_util::*;
 use magpie_runtime::lanes::{
     self, Component, ComponentError, Dispatch, DropReason, Execution, GraphBuilder, GraphContext,
-    Invocation, Job, LaneRuntime, LaneSpec, OverflowPolicy, PoolLane, Priority, RunErrorKind,
-    RunOptions, StopReason, StopToken, ThreadPoolSpec, DEFAULT_AGING_STEP,
+    Invocation, Job, LaneJob, LaneRuntime, LaneSpec, OverflowPolicy, PoolLane, Priority,
+    RunErrorKind, RunOptions, StopReason, StopToken, ThreadPoolSpec, Work, DEFAULT_AGING_STEP,
 };
 
 /// A hang detector, never a timing assertion.
@@ -797,4 +797,120 @@ fn a_backlog_runs_on_the_runner_already_there_without_scheduling_one_per_job() {
     // one (yielding its worker every 64 jobs, which is no new runner).
     assert_eq!(s.runners_scheduled, 1);
     assert_eq!(log.lock().unwrap().len(), 200);
+}
+
+/// Plain-data work (no closure): a gate that holds the slot until its
+/// latch opens, or a numbered note. `then` logs how the job ended and how
+/// many jobs the lane had counted complete by then.
+enum Step {
+    Gate(Latch),
+    Note(usize),
+}
+
+/// (job id, how it ended, `completed` seen in `then`).
+type StepLog = Arc<Mutex<Vec<(usize, Dispatch, u64)>>>;
+
+struct StepJob {
+    step: Step,
+    log: StepLog,
+    pool: Arc<std::sync::OnceLock<PoolLane<StepJob>>>,
+}
+
+impl Work for StepJob {
+    type Done = (
+        usize,
+        Dispatch,
+        StepLog,
+        Arc<std::sync::OnceLock<PoolLane<StepJob>>>,
+    );
+
+    fn run(self, d: Dispatch) -> Self::Done {
+        let id = match self.step {
+            Step::Gate(latch) => {
+                if let Dispatch::Run { .. } = d {
+                    latch.wait();
+                }
+                0
+            }
+            Step::Note(id) => id,
+        };
+        (id, d, self.log, self.pool)
+    }
+
+    fn then((id, d, log, pool): Self::Done) {
+        let completed = pool.get().map_or(0, |p| p.stats().completed);
+        log.lock().unwrap().push((id, d, completed));
+    }
+}
+
+#[test]
+fn a_lane_of_plain_data_work_runs_each_job_once_and_hands_it_on_after_its_slot_is_free() {
+    let rt = runtime(2);
+    let pool = PoolLane::<StepJob>::typed(
+        &ThreadPoolSpec {
+            max_threads: 1,
+            queue_capacity: Some(4),
+            overflow: OverflowPolicy::RejectNew,
+            ..ThreadPoolSpec::default()
+        },
+        &rt,
+    );
+    let cell = Arc::new(std::sync::OnceLock::new());
+    assert!(cell.set(pool.clone()).is_ok());
+    let log: StepLog = Arc::default();
+    let job = |step| LaneJob {
+        component: 1,
+        index: 0,
+        priority: Priority::Normal,
+        reentrant: true,
+        run: StepJob {
+            step,
+            log: log.clone(),
+            pool: cell.clone(),
+        },
+    };
+    let latch = Latch::default();
+    assert_eq!(pool.submit(job(Step::Gate(latch.clone()))).admitted, 1);
+    let mut rejected = 0;
+    for id in 1..=6 {
+        rejected += pool.submit(job(Step::Note(id))).rejected;
+    }
+    assert_eq!(rejected, 2, "4 wait behind the gate, 2 find the queue full");
+    latch.open();
+    pool.wait_idle();
+    // `wait_idle` returns once the lane's bookkeeping is done, which is
+    // before the last job's `then` (that order is the point): wait for it.
+    let deadline = Instant::now() + HANG;
+    while log.lock().unwrap().len() < 7 {
+        assert!(
+            Instant::now() < deadline,
+            "a job was never handed on (hang)"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let log = log.lock().unwrap().clone();
+    // Refused jobs were handed on at once, on the submitting thread.
+    let dropped: Vec<usize> = log
+        .iter()
+        .filter(|(_, d, _)| *d == Dispatch::Dropped(DropReason::Rejected))
+        .map(|(id, _, _)| *id)
+        .collect();
+    assert_eq!(dropped, [5, 6]);
+    // The others ran once each, in order, on a worker, and each was handed
+    // on only after the lane had counted it complete (its slot free).
+    let ran: Vec<(usize, u64)> = log
+        .iter()
+        .filter(|(_, d, _)| matches!(d, Dispatch::Run { worker_id: Some(w) } if *w < 2))
+        .map(|(id, _, completed)| (*id, *completed))
+        .collect();
+    assert_eq!(ran.iter().map(|r| r.0).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+    for (k, (_, completed)) in ran.iter().enumerate() {
+        assert!(
+            *completed > k as u64,
+            "job {k} handed on before it was counted"
+        );
+    }
+    assert_eq!(log.len(), 7);
+    let s = pool.stats();
+    assert_eq!((s.completed, s.rejected), (5, 2));
 }

@@ -11,7 +11,7 @@ use lanes_util::*;
 use magpie_runtime::lanes::{
     self, Component, ComponentError, Execution, FixedRateSpec, GraphBuilder, GraphContext,
     Invocation, LaneSpec, OverflowPolicy, Priority, RunOptions, StopToken, ThreadPoolSpec,
-    METRIC_NAMES, TRACE_EVENT_NAMES,
+    DEFAULT_MAX_TRACE_RECORDS, METRIC_NAMES, TRACE_EVENT_NAMES,
 };
 use magpie_runtime::time::OverrunPolicy;
 
@@ -258,4 +258,109 @@ fn with_tracing_off_no_event_is_recorded_and_the_run_is_the_same() {
     assert!(on.0 > 0);
     assert_eq!(off.0, 0);
     assert_eq!((on.1, &on.2), (off.1, &off.2));
+}
+
+/// `src` on an event loop feeding `worker` (2 reentrant invocations per
+/// epoch) on a 2-wide pool lane, for `epochs` epochs, keeping at most
+/// `max_trace_records`.
+fn bounded_run(epochs: u64, max_trace_records: usize) -> lanes::RunResult {
+    let (log, seen) = (log(), seen());
+    let mut g = GraphBuilder::new();
+    g.lane(LaneSpec::event_loop("main")).unwrap();
+    g.lane(LaneSpec::thread_pool(
+        "pool",
+        ThreadPoolSpec {
+            max_threads: 2,
+            ..ThreadPoolSpec::default()
+        },
+    ))
+    .unwrap();
+    let l = log.clone();
+    g.component("src", "main", Execution::default(), move || Source {
+        log: l.clone(),
+        cost: Duration::ZERO,
+    })
+    .unwrap();
+    let exec = Execution {
+        reentrant: true,
+        invocations: 2,
+        ..Execution::default()
+    };
+    g.component("worker", "pool", exec, move || Relay {
+        add: 1,
+        log: log.clone(),
+        seen: seen.clone(),
+    })
+    .unwrap();
+    g.connect("src.out", "worker.in").unwrap();
+    let rt = runtime(2);
+    lanes::run(
+        g.build().unwrap(),
+        &rt,
+        RunOptions {
+            max_iterations: Some(epochs),
+            max_trace_records,
+            ..RunOptions::default()
+        },
+    )
+}
+
+#[test]
+fn a_run_past_its_trace_bound_keeps_the_newest_records_and_reports_the_dropped_ones() {
+    const EPOCHS: u64 = 40;
+    const MAX: usize = 64;
+    let full = bounded_run(EPOCHS, DEFAULT_MAX_TRACE_RECORDS);
+    assert_eq!(full.trace.dropped(), 0);
+    let total = full.trace.len();
+    assert!(
+        total > 4 * MAX,
+        "the run must go well past the bound ({total})"
+    );
+
+    let r = bounded_run(EPOCHS, MAX);
+    let (kept, dropped) = (r.trace.len(), r.trace.dropped());
+    assert_eq!(r.trace.max_records(), MAX);
+    // At most the bound, and at most one chunk (an eighth) below it.
+    assert!(kept <= MAX, "kept {kept}");
+    assert!(kept >= MAX - MAX / 8, "kept {kept}");
+    assert_eq!(
+        kept as u64 + dropped,
+        total as u64,
+        "every record kept or counted"
+    );
+    assert_eq!(r.metrics.trace_dropped_count, dropped);
+    assert_eq!(
+        r.metrics.get("runtime.scheduler.trace_dropped_count"),
+        Some(dropped as f64)
+    );
+    assert_eq!(full.metrics.trace_dropped_count, 0);
+    // The newest records are the ones kept, in order.
+    let (full_shape, shape) = (full.trace.shape(), r.trace.shape());
+    assert_eq!(shape[..], full_shape[total - kept..]);
+    // The worker-id lists of the kept batches survived the drops.
+    let batches: Vec<_> = r.trace.named("thread_pool_batch").collect();
+    assert!(!batches.is_empty());
+    for b in batches {
+        let ids = r.trace.list_arg(b, "worker_ids").expect("worker_ids");
+        assert!(!ids.is_empty() && ids.iter().all(|&w| w < 2), "{ids:?}");
+    }
+
+    // The export is valid JSON, holds the kept events, and says how many
+    // were dropped (a metadata event and `otherData`).
+    let mut out = Vec::new();
+    let written = r.trace.write_chrome(&mut out).unwrap();
+    assert_eq!(written as usize, kept);
+    let v: serde_json::Value = serde_json::from_slice(&out).expect("trace is JSON");
+    let events = v["traceEvents"].as_array().unwrap();
+    let not_meta = events.iter().filter(|e| e["ph"] != "M").count();
+    assert_eq!(not_meta, kept);
+    let bound: Vec<_> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "trace_bound")
+        .collect();
+    assert_eq!(bound.len(), 1);
+    assert_eq!(bound[0]["args"]["dropped_events"].as_u64(), Some(dropped));
+    assert_eq!(bound[0]["args"]["kept_events"].as_u64(), Some(kept as u64));
+    assert_eq!(bound[0]["args"]["max_events"].as_u64(), Some(MAX as u64));
+    assert_eq!(v["otherData"]["dropped_events"].as_u64(), Some(dropped));
 }

@@ -66,9 +66,14 @@ pub struct SchedulerMetrics {
     /// `runtime.scheduler.starvation_guard_count`: dispatches where aging
     /// ran an invocation ahead of one of a better class.
     pub starvation_guard_count: u64,
+    /// `runtime.scheduler.trace_dropped_count` (magpie's addition): trace
+    /// records the run dropped because its trace reached
+    /// `RunOptions::max_trace_records` (run-wide; 0 per lane).
+    pub trace_dropped_count: u64,
 }
 
-/// Every metric name, in the seed's order (plus `late_tick_count`).
+/// Every metric name, in the seed's order (plus `late_tick_count` and
+/// `trace_dropped_count`).
 pub const METRIC_NAMES: &[&str] = &[
     "runtime.scheduler.tick_count",
     "runtime.scheduler.completed_count",
@@ -91,6 +96,7 @@ pub const METRIC_NAMES: &[&str] = &[
     "runtime.scheduler.low_priority_rejected_count",
     "runtime.scheduler.starvation_guard_count",
     "runtime.scheduler.late_tick_count",
+    "runtime.scheduler.trace_dropped_count",
 ];
 
 impl SchedulerMetrics {
@@ -119,6 +125,7 @@ impl SchedulerMetrics {
             "priority_background_count" => self.priority_background_count as f64,
             "low_priority_rejected_count" => self.low_priority_rejected_count as f64,
             "starvation_guard_count" => self.starvation_guard_count as f64,
+            "trace_dropped_count" => self.trace_dropped_count as f64,
             _ => return None,
         };
         Some(v)

@@ -35,7 +35,9 @@ pub use graph::{
 pub use host::{LaneRuntime, LaneRuntimeBuilder, LANE_PARK_TIMEOUT};
 pub use load::{load_file, load_toml, load_yaml, Registry};
 pub use metrics::{SchedulerMetrics, METRIC_NAMES};
-pub use pool::{Admission, Dispatch, DropReason, Job, PoolLane, PoolStats, Then};
+pub use pool::{
+    Admission, Dispatch, DropReason, Job, LaneJob, PoolLane, PoolStats, RunFn, Then, Work,
+};
 pub use run::{run, ClockMode, RunError, RunErrorKind, RunOptions, RunResult, StopReason};
 pub use spec::{
     AdvisoryFields, Diagnostic, Execution, FixedRateSpec, LaneKind, LaneSpec, OverflowPolicy,
@@ -43,4 +45,6 @@ pub use spec::{
     LANE_PLACEMENT_NOT_APPLIED,
 };
 pub use stop::StopToken;
-pub use tracelog::{Args, Record, Trace, MAX_ARGS, RUNNER_TID, TRACE_EVENT_NAMES};
+pub use tracelog::{
+    Args, Record, Trace, DEFAULT_MAX_TRACE_RECORDS, MAX_ARGS, RUNNER_TID, TRACE_EVENT_NAMES,
+};

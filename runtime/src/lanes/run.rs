@@ -17,13 +17,13 @@ use super::graph::{
 };
 use super::host::{self, LaneRuntime};
 use super::metrics::{LaneAcc, SchedulerMetrics};
-use super::pool::{Dispatch, DropReason, Job, PoolLane};
+use super::pool::{Dispatch, DropReason, LaneJob, PoolLane, Work};
 use super::spec::{
     Diagnostic, FixedRateSpec, LaneKind, LaneSpec, Priority, ThreadPoolSpec,
     LANE_PLACEMENT_NOT_APPLIED,
 };
 use super::stop::StopToken;
-use super::tracelog::{InvMarks, Key, Record, Trace, RUNNER_TID};
+use super::tracelog::{InvMarks, Key, Record, Trace, DEFAULT_MAX_TRACE_RECORDS, RUNNER_TID};
 use crate::time;
 
 /// Which clock a run uses.
@@ -53,6 +53,11 @@ pub struct RunOptions {
     pub clock: ClockMode,
     /// Record the trace (default on). Off, no trace event is built at all.
     pub trace: bool,
+    /// The most trace records the run keeps (default
+    /// [`DEFAULT_MAX_TRACE_RECORDS`]); past it the oldest are dropped a
+    /// chunk at a time and counted (`Trace::dropped`,
+    /// `runtime.scheduler.trace_dropped_count`).
+    pub max_trace_records: usize,
 }
 
 impl Default for RunOptions {
@@ -62,6 +67,7 @@ impl Default for RunOptions {
             stop: StopToken::default(),
             clock: ClockMode::default(),
             trace: true,
+            max_trace_records: DEFAULT_MAX_TRACE_RECORDS,
         }
     }
 }
@@ -168,7 +174,7 @@ pub fn run(graph: Graph, rt: &LaneRuntime, opts: RunOptions) -> RunResult {
 enum LaneRun {
     EventLoop,
     FixedRate(FixedRate),
-    Pool(PoolLane),
+    Pool(PoolLane<PoolInv>),
 }
 
 struct FixedRate {
@@ -256,6 +262,57 @@ impl Batch {
     }
 }
 
+/// One invocation on a thread-pool lane: the lane's work, held in its
+/// queues as plain data (no closure, no box). What it hands on after the
+/// lane's bookkeeping is its outcome, for its region's barrier.
+struct PoolInv {
+    inv: Invocation,
+    ctx: GraphContext,
+    replicas: Arc<[Replica]>,
+    batch: Arc<Batch>,
+}
+
+impl Work for PoolInv {
+    type Done = (Arc<Batch>, Outcome);
+
+    fn run(self, dispatch: Dispatch) -> (Arc<Batch>, Outcome) {
+        let PoolInv {
+            mut inv,
+            mut ctx,
+            replicas,
+            batch,
+        } = self;
+        let outcome = match dispatch {
+            Dispatch::Run { worker_id } => {
+                inv.worker_id = worker_id;
+                ctx.tid = worker_id.map_or(RUNNER_TID, |w| w as u64);
+                if let InvClock::Real { start, .. } = &mut ctx.clock {
+                    *start = Instant::now();
+                }
+                execute(&replicas, inv, ctx)
+            }
+            Dispatch::Dropped(why) => Outcome {
+                component: inv.component,
+                index: inv.index,
+                staged: Vec::new(),
+                traced: None,
+                result: Ok(()),
+                sim_cost: Duration::ZERO,
+                dur_ns: 0,
+                priority: inv.priority,
+                worker_id: None,
+                dropped: Some(why),
+            },
+        };
+        (batch, outcome)
+    }
+
+    /// Delivered once the lane has freed the slot.
+    fn then((batch, outcome): (Arc<Batch>, Outcome)) {
+        batch.push(outcome);
+    }
+}
+
 struct Runner<'a> {
     graph: Graph,
     rt: &'a LaneRuntime,
@@ -276,6 +333,9 @@ struct Runner<'a> {
     blocked_ns: u64,
     last_callback_ns: u64,
     trace: Trace,
+    /// The trace name of each set of lanes a region's pool work spanned
+    /// (interned once, so a long run's names stay bounded).
+    joined_lanes: BTreeMap<Vec<usize>, u32>,
     epoch: u64,
     error: Option<RunError>,
     stop_seen: bool,
@@ -350,11 +410,11 @@ impl<'a> Runner<'a> {
                 }),
                 LaneKind::ThreadPool(spec) => match own_runtime(l, spec, &mut placement) {
                     Some(own) => {
-                        let pool = PoolLane::new(spec, &own);
+                        let pool = PoolLane::typed(spec, &own);
                         own_runtimes.push(own);
                         LaneRun::Pool(pool)
                     }
-                    None => LaneRun::Pool(PoolLane::new(spec, rt)),
+                    None => LaneRun::Pool(PoolLane::typed(spec, rt)),
                 },
             })
             .collect();
@@ -363,7 +423,7 @@ impl<'a> Runner<'a> {
             graph.lanes.iter().map(|l| l.name.as_str().into()).collect();
         // Names the trace refers to by index: component `c` is `c`, lane
         // `l` is `components + l` (`lane_label`).
-        let mut trace = Trace::default();
+        let mut trace = Trace::with_max_records(opts.max_trace_records);
         for node in &graph.components {
             trace.intern(Arc::clone(&node.name));
         }
@@ -386,6 +446,7 @@ impl<'a> Runner<'a> {
             blocked_ns: 0,
             last_callback_ns: 0,
             trace,
+            joined_lanes: BTreeMap::new(),
             epoch: 0,
             error: None,
             stop_seen: false,
@@ -722,7 +783,7 @@ impl<'a> Runner<'a> {
     fn run_region(&mut self, pos: usize) -> Option<Pending> {
         let comps = self.graph.regions[pos].components.clone();
         let mut inline_outcomes = Vec::new();
-        let mut jobs: BTreeMap<usize, Vec<Job>> = BTreeMap::new();
+        let mut jobs: BTreeMap<usize, Vec<LaneJob<PoolInv>>> = BTreeMap::new();
         let mut total_jobs = 0usize;
         let batch = Arc::new(Batch {
             state: Mutex::new((0, Vec::new())),
@@ -792,39 +853,17 @@ impl<'a> Runner<'a> {
                         let reentrant = node.exec.reentrant;
                         let priority = node.exec.priority;
                         total_jobs += 1;
-                        jobs.entry(lane).or_default().push(Job {
+                        jobs.entry(lane).or_default().push(LaneJob {
                             component: c,
                             index,
                             priority,
                             reentrant,
-                            run: Box::new(move |dispatch| {
-                                let outcome = match dispatch {
-                                    Dispatch::Run { worker_id } => {
-                                        let mut inv = inv;
-                                        let mut ctx = ctx;
-                                        inv.worker_id = worker_id;
-                                        ctx.tid = worker_id.map_or(RUNNER_TID, |w| w as u64);
-                                        if let InvClock::Real { start, .. } = &mut ctx.clock {
-                                            *start = Instant::now();
-                                        }
-                                        execute(&replicas, inv, ctx)
-                                    }
-                                    Dispatch::Dropped(why) => Outcome {
-                                        component: c,
-                                        index,
-                                        staged: Vec::new(),
-                                        traced: None,
-                                        result: Ok(()),
-                                        sim_cost: Duration::ZERO,
-                                        dur_ns: 0,
-                                        priority,
-                                        worker_id: None,
-                                        dropped: Some(why),
-                                    },
-                                };
-                                // Delivered once the lane has freed the slot.
-                                Some(Box::new(move || batch.push(outcome)))
-                            }),
+                            run: PoolInv {
+                                inv,
+                                ctx,
+                                replicas,
+                                batch,
+                            },
                         });
                     }
                     LaneRun::EventLoop | LaneRun::FixedRate(_) => {
@@ -928,15 +967,21 @@ impl<'a> Runner<'a> {
         if self.opts.trace {
             let lane = match p.lanes.as_slice() {
                 [one] => self.lane_label(*one),
-                // A region spanning lanes (rare): their names joined.
-                many => {
-                    let joined = many
-                        .iter()
-                        .map(|&l| &*self.lane_names[l])
-                        .collect::<Vec<_>>()
-                        .join(",");
-                    self.trace.intern(joined.into())
-                }
+                // A region spanning lanes (rare): their names joined,
+                // interned the first time.
+                many => match self.joined_lanes.get(many) {
+                    Some(&label) => label,
+                    None => {
+                        let joined = many
+                            .iter()
+                            .map(|&l| &*self.lane_names[l])
+                            .collect::<Vec<_>>()
+                            .join(",");
+                        let label = self.trace.intern(joined.into());
+                        self.joined_lanes.insert(many.to_vec(), label);
+                        label
+                    }
+                },
             };
             let workers = self.trace.push_set(
                 outcomes
@@ -1073,6 +1118,7 @@ impl<'a> Runner<'a> {
         }
         all.blocked_duration_ms = ns_to_ms(self.blocked_ns);
         all.last_callback_duration_ms = ns_to_ms(self.last_callback_ns);
+        all.trace_dropped_count = self.trace.dropped();
         (all, per_lane)
     }
 }

@@ -2,6 +2,7 @@
 //! trace JSON through the shared writer ([`crate::trace`]).
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::sync::Arc;
 
@@ -42,6 +43,21 @@ pub const MAX_ARGS: usize = 6;
 /// Records per storage chunk: the trace grows by whole chunks, so a long
 /// run never copies what it already recorded.
 const CHUNK: usize = 4096;
+
+/// The most records a run's trace keeps unless told otherwise
+/// (`RunOptions::max_trace_records`): 262 144, 64 chunks of `CHUNK`, about
+/// 27 MB of 104-byte records. Past it the oldest chunk is dropped and
+/// counted (`Trace::dropped`).
+pub const DEFAULT_MAX_TRACE_RECORDS: usize = 1 << 18;
+
+/// A bounded trace holds at least this many chunks' worth of records, so
+/// dropping the oldest chunk loses at most this fraction of the bound
+/// (small bounds get smaller chunks).
+const MIN_CHUNKS: usize = 8;
+
+/// Bits of a list reference that hold its length (the rest: its absolute
+/// start in the trace's lists).
+const LIST_LEN_BITS: u32 = 24;
 
 /// How a key's value is stored in a record's `u64` slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -251,7 +267,8 @@ impl Record {
     }
 }
 
-/// Where a list argument's values are in the trace (`start << 32 | len`).
+/// Where a list argument's values are in the trace (`start << LIST_LEN_BITS
+/// | len`, `start` counted from the first list the trace ever stored).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ListRef(u64);
 
@@ -278,30 +295,113 @@ impl InvMarks {
 }
 
 /// A run's trace, in the order the runner recorded it: fixed-size records
-/// in chunks of `CHUNK`, plus the names and lists they refer to.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// in a ring of chunks, plus the names and lists they refer to. It keeps at
+/// most `max_records` records: past that the oldest chunk is dropped (its
+/// records are counted in [`dropped`](Trace::dropped), its lists freed), so
+/// a long run's trace stays bounded.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Trace {
-    chunks: Vec<Vec<Record>>,
+    chunks: VecDeque<Chunk>,
+    /// Records kept.
     len: usize,
+    /// Records a chunk holds: `CHUNK`, or `max_records / MIN_CHUNKS` for a
+    /// small bound (at least 1).
+    chunk: usize,
+    max_records: usize,
+    /// Records dropped with their chunk.
+    dropped: u64,
     /// Component and lane names, referred to by index.
     names: Vec<Arc<str>>,
-    /// The values of every list argument, back to back.
+    /// The values of every list argument still referred to, back to back.
     lists: Vec<u64>,
+    /// The absolute position of `lists[0]` (lists freed with their chunks
+    /// are removed from the front).
+    lists_base: u64,
+    /// Lists before this absolute position belong to dropped records.
+    lists_dead: u64,
+}
+
+/// A chunk of records, and where the first list one of them refers to
+/// starts (everything before it can go when this chunk is the oldest).
+#[derive(Clone, Debug, PartialEq)]
+struct Chunk {
+    records: Vec<Record>,
+    first_list: Option<u64>,
+}
+
+impl Default for Trace {
+    fn default() -> Trace {
+        Trace::with_max_records(DEFAULT_MAX_TRACE_RECORDS)
+    }
 }
 
 impl Trace {
-    /// Appends a record (amortised: a new chunk every `CHUNK` records, and
-    /// nothing is moved).
+    /// An empty trace that keeps at most `max_records` records (at least
+    /// 1).
+    pub(crate) fn with_max_records(max_records: usize) -> Trace {
+        let max_records = max_records.max(1);
+        Trace {
+            chunks: VecDeque::new(),
+            len: 0,
+            chunk: (max_records / MIN_CHUNKS).clamp(1, CHUNK),
+            max_records,
+            dropped: 0,
+            names: Vec::new(),
+            lists: Vec::new(),
+            lists_base: 0,
+            lists_dead: 0,
+        }
+    }
+
+    /// Appends a record (amortised: a new chunk every `chunk` records, and
+    /// nothing is moved). Past the bound, the oldest chunk is dropped.
     pub(crate) fn push(&mut self, r: Record) {
-        match self.chunks.last_mut() {
-            Some(c) if c.len() < CHUNK => c.push(r),
+        let list = r
+            .args
+            .iter()
+            .find(|(k, _)| k.kind() == Kind::List)
+            .map(|(_, v)| v >> LIST_LEN_BITS);
+        match self.chunks.back_mut() {
+            Some(c) if c.records.len() < self.chunk => {
+                c.records.push(r);
+                c.first_list = c.first_list.or(list);
+            }
             _ => {
-                let mut c = Vec::with_capacity(CHUNK);
-                c.push(r);
-                self.chunks.push(c);
+                let mut records = Vec::with_capacity(self.chunk);
+                records.push(r);
+                self.chunks.push_back(Chunk {
+                    records,
+                    first_list: list,
+                });
             }
         }
         self.len += 1;
+        if self.len > self.max_records {
+            self.drop_oldest();
+        }
+    }
+
+    /// Drops the oldest chunk (never the one just written: a bound of
+    /// `max_records` records in chunks of at most `max_records /
+    /// MIN_CHUNKS`, or of 1, always leaves another one) and frees the
+    /// lists only its records referred to.
+    #[cold]
+    fn drop_oldest(&mut self) {
+        let Some(old) = self.chunks.pop_front() else {
+            return;
+        };
+        self.len -= old.records.len();
+        self.dropped += old.records.len() as u64;
+        let end = self.lists_base + self.lists.len() as u64;
+        // Lists are stored in record order: what the oldest remaining
+        // record refers to, and everything after, is still needed.
+        self.lists_dead = self.chunks.iter().find_map(|c| c.first_list).unwrap_or(end);
+        let dead = (self.lists_dead - self.lists_base) as usize;
+        // Amortised: the front is cut once half of the buffer is dead.
+        if dead > 0 && dead >= self.lists.len() / 2 {
+            self.lists.drain(..dead);
+            self.lists_base = self.lists_dead;
+        }
     }
 
     /// Adds a name; its index for [`Record::label`].
@@ -311,7 +411,8 @@ impl Trace {
     }
 
     /// Stores `values`, sorted and without duplicates, in the side
-    /// buffer; the reference for [`Record::list`].
+    /// buffer; the reference for [`Record::list`] (the record must be
+    /// pushed next).
     pub(crate) fn push_set(&mut self, values: impl IntoIterator<Item = u64>) -> ListRef {
         let start = self.lists.len();
         self.lists.extend(values);
@@ -324,15 +425,27 @@ impl Trace {
             }
         }
         self.lists.truncate(kept);
-        ListRef(((start as u64) << 32) | (kept - start) as u64)
+        let len = ((kept - start) as u64).min((1 << LIST_LEN_BITS) - 1);
+        ListRef(((self.lists_base + start as u64) << LIST_LEN_BITS) | len)
+    }
+
+    /// The most records it keeps.
+    pub fn max_records(&self) -> usize {
+        self.max_records
+    }
+
+    /// Records dropped because the trace reached `max_records` (the oldest
+    /// went first, a chunk at a time).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
     }
 
     /// Every record, in order.
     pub fn records(&self) -> impl Iterator<Item = &Record> + '_ {
-        self.chunks.iter().flatten()
+        self.chunks.iter().flat_map(|c| &c.records)
     }
 
-    /// How many records.
+    /// How many records it holds (at most `max_records`).
     pub fn len(&self) -> usize {
         self.len
     }
@@ -359,8 +472,13 @@ impl Trace {
     }
 
     fn list(&self, v: u64) -> &[u64] {
-        let (start, len) = ((v >> 32) as usize, (v & 0xffff_ffff) as usize);
-        self.lists.get(start..start + len).unwrap_or_default()
+        let (start, len) = (v >> LIST_LEN_BITS, v & ((1 << LIST_LEN_BITS) - 1));
+        // A list of a dropped record may be gone (`None`): empty.
+        start
+            .checked_sub(self.lists_base)
+            .filter(|_| start >= self.lists_dead)
+            .and_then(|s| self.lists.get(s as usize..(s + len) as usize))
+            .unwrap_or_default()
     }
 
     /// `r`'s arguments, resolved, in the order they were recorded.
@@ -420,8 +538,21 @@ impl Trace {
                     (t, name)
                 })
                 .collect(),
-            other: vec![("events", self.len as u64)],
+            other: vec![
+                ("events", self.len as u64),
+                ("dropped_events", self.dropped),
+                ("max_events", self.max_records as u64),
+            ],
         };
+        let bound = [
+            ("kept_events", self.len as u64),
+            ("dropped_events", self.dropped),
+            ("max_events", self.max_records as u64),
+        ];
+        let metadata = [chrome::MetaEvent {
+            name: "trace_bound",
+            args: &bound,
+        }];
         let events = self.records().map(|r| chrome::Event {
             name: Cow::Borrowed(r.name),
             cat: "lanes",
@@ -430,6 +561,46 @@ impl Trace {
             ts_ns: r.ts_ns,
             args: self.args(r),
         });
-        chrome::write_chrome(out, &meta, events)
+        chrome::write_chrome_with_metadata(out, &meta, &metadata, events)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bounded_trace_keeps_the_newest_records_and_frees_their_lists_with_them() {
+        const MAX: usize = 40;
+        const PUSHED: u64 = 1_000;
+        let mut t = Trace::with_max_records(MAX);
+        for i in 0..PUSHED {
+            let r = Record::instant("thread_pool_batch", RUNNER_TID, i);
+            if i % 3 == 0 {
+                let list = t.push_set([i + 1, i]);
+                t.push(r.list(Key::WorkerIds, list));
+            } else {
+                t.push(r.arg(Key::Epoch, i));
+            }
+            assert!(t.len() <= MAX);
+        }
+        let kept = t.len() as u64;
+        assert!(kept > (MAX - MAX / MIN_CHUNKS) as u64, "kept {kept}");
+        assert_eq!(kept + t.dropped(), PUSHED);
+        let ts: Vec<u64> = t.records().map(|r| r.ts_ns).collect();
+        assert_eq!(ts, (PUSHED - kept..PUSHED).collect::<Vec<_>>());
+        let mut lists = 0;
+        for r in t.records().filter(|r| r.ts_ns % 3 == 0) {
+            let want = [r.ts_ns, r.ts_ns + 1];
+            assert_eq!(t.list_arg(r, "worker_ids"), Some(&want[..]));
+            lists += want.len();
+        }
+        // The side buffer holds the kept records' lists and less than as
+        // much again of dropped ones (it is cut when half of it is dead).
+        assert!(
+            t.lists.len() <= 2 * lists,
+            "{} > 2 * {lists}",
+            t.lists.len()
+        );
     }
 }
