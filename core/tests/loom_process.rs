@@ -54,8 +54,11 @@ impl Drop for Msg {
 }
 
 /// A process and the model's counters (read after the join: Relaxed).
+/// Its body counts the steps that ran, written by each step through its
+/// token: two holders at once, or one whose writes are not ordered after
+/// the previous holder's, is a loom causality violation.
 struct Proc {
-    mailbox: Mailbox<Msg>,
+    mailbox: Mailbox<Msg, u32>,
     /// Run-queue entries that exist right now (the spawn's is the first).
     entries: AtomicUsize,
     /// Most entries seen at once.
@@ -80,7 +83,7 @@ struct Proc {
 impl Proc {
     fn new() -> Arc<Proc> {
         Arc::new(Proc {
-            mailbox: Mailbox::new(),
+            mailbox: Mailbox::with_body(0),
             entries: AtomicUsize::new(1),
             max_entries: AtomicUsize::new(1),
             steps: AtomicUsize::new(0),
@@ -104,7 +107,7 @@ impl Proc {
     }
 
     /// Pops everything this step can see.
-    fn drain_step(&self, s: &mut Stepping<'_, Msg>) {
+    fn drain_step(&self, s: &mut Stepping<'_, Msg, u32>) {
         if s.is_cancelled() {
             self.saw_cancel.store(true, Ordering::Relaxed);
         }
@@ -120,7 +123,7 @@ impl Proc {
     }
 
     /// Closes the process with the token: `close()` runs here.
-    fn complete(&self, s: Stepping<'_, Msg>) {
+    fn complete(&self, s: Stepping<'_, Msg, u32>) {
         // The model's `close()`: it may touch the process's resources, so
         // two of them at once would be the bug.
         self.closes.fetch_add(1, Ordering::Relaxed);
@@ -146,6 +149,7 @@ impl Proc {
             };
             self.entries.fetch_sub(1, Ordering::Relaxed);
             self.steps.fetch_add(1, Ordering::Relaxed);
+            *s.body() += 1;
             if self.complete.load(Ordering::Acquire) {
                 self.steps_after_complete.fetch_add(1, Ordering::Relaxed);
             }
@@ -169,6 +173,21 @@ impl Proc {
 
     fn send(&self, value: u32, bound: Option<usize>, then: impl FnOnce(&Proc)) -> bool {
         match self.mailbox.send(Msg::new(value, &self.drops), bound) {
+            Ok(sent) => {
+                if sent.schedule {
+                    self.add_entry();
+                    then(self);
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Sends `values` as one batch (`Mailbox::send_batch`).
+    fn send_batch(&self, values: &[u32], then: impl FnOnce(&Proc)) -> bool {
+        let mut batch: Vec<Msg> = values.iter().map(|&v| Msg::new(v, &self.drops)).collect();
+        match self.mailbox.send_batch(&mut batch) {
             Ok(sent) => {
                 if sent.schedule {
                     self.add_entry();
@@ -477,5 +496,79 @@ fn block_recycling_racing_a_slow_producer_never_reuses_a_held_block() {
         assert_eq!(p.n(&p.payload_sum), 26);
         assert_eq!(p.n(&p.last_from_a), 3);
         assert_eq!(p.mailbox.len(), 0);
+    });
+}
+
+/// A batch of two events races a single send and the consumer. One event
+/// is queued before the race (so the queue is built, and the model spends
+/// its preemptions on the batch, not on L1). Blocks have 2 slots: if the
+/// batch claims first it takes slots 1 and 2, crossing the block boundary
+/// (it links the second block), and the single send's slot 3 shares the
+/// batch's last block and its ready word; if the single send claims
+/// first, the batch fills the second block from its start. Every event is
+/// popped once, the batch's in its order, each payload read after its
+/// write.
+// protocol: process B1 B2 B3 B4 C1 C2
+// broken-variant: batch_ready_relaxed; class: missing Release/Acquire pair; expects: Causality violation
+#[test]
+fn batch_push_racing_a_single_send_and_pop_conserves_per_producer_order() {
+    loom::model(|| {
+        let p = Proc::new();
+        // READY (the spawn's entry): no schedule. Not below 10, so not one
+        // of A's.
+        assert!(p.send(10, None, |_| unreachable!("READY: no schedule")));
+        let worker = {
+            let p = p.clone();
+            thread::spawn(move || p.run_entry(wait_idle))
+        };
+        let producer = {
+            let p = p.clone();
+            thread::spawn(move || p.send(20, None, |p| p.run_entry(wait_idle)))
+        };
+        // Producer A: one batch, in this order.
+        let a = p.send_batch(&[1, 2], |p| p.run_entry(wait_idle));
+        let b = producer.join().unwrap();
+        worker.join().unwrap();
+        assert_eq!(p.n(&p.stale), 0, "an entry found the process not READY");
+        assert!(a && b);
+        assert_eq!(p.n(&p.popped), 4, "an event was lost");
+        assert_eq!(p.n(&p.payload_sum), 33);
+        assert_eq!(p.n(&p.last_from_a), 2);
+        assert_eq!(p.n(&p.max_entries), 1, "queued twice");
+        assert_eq!(p.mailbox.len(), 0);
+    });
+}
+
+/// A step on the worker and a step on the sender's thread (woken by its
+/// message after the worker's step went IDLE, or re-queued by it): each
+/// writes the process's body through its token, with no lock. The token's
+/// transitions hand the body over: the first step's `finish` (Release)
+/// heads a release sequence on the state word that the sender's notify
+/// continues and the second step's `transition_to_running` (Acquire) reads.
+/// After the join, the body counts every step.
+// protocol: process BODY W1 W4 P3
+// broken-variant: finish_without_release; class: missing Release/Acquire pair; expects: Causality violation
+#[test]
+fn body_is_handed_from_one_token_holder_to_the_next() {
+    loom::model(|| {
+        let p = Proc::new();
+        let worker = {
+            let p = p.clone();
+            thread::spawn(move || p.run_entry(wait_idle))
+        };
+        let accepted = p.send(5, None, |p| p.run_entry(wait_idle));
+        worker.join().unwrap();
+        assert!(accepted);
+        assert_eq!(p.n(&p.popped), 1, "the message was lost");
+        let mut s = p
+            .mailbox
+            .claim_for_close()
+            .expect("IDLE after the join: claimable");
+        assert_eq!(
+            *s.body() as usize,
+            p.n(&p.steps),
+            "a step's body write was lost"
+        );
+        s.complete(drop);
     });
 }

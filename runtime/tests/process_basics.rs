@@ -277,3 +277,56 @@ fn a_conversation_stays_on_the_worker_it_started_on() {
         seen.iter().filter(|w| **w != seen[0]).count()
     );
 }
+
+/// A step's messages to one process after the first are kept back and
+/// published in batches (README.md, "Batched sends"). Interleaved with
+/// sends to a second process, every message arrives once and in order, and
+/// exactly the messages after the first of each run to one process were
+/// batched.
+#[test]
+fn a_step_s_messages_to_one_process_arrive_in_order_in_batches() {
+    const RUNS: u64 = 10;
+    const RUN: u64 = 100;
+    let rt = rt(2);
+    let (tx_a, rx_a) = mpsc::channel();
+    let (tx_b, rx_b) = mpsc::channel();
+    let a = rt.spawn(recorder(tx_a), "main", None).unwrap();
+    let b = rt.spawn(recorder(tx_b), "main", None).unwrap();
+    let sender = Script::new(move |events, out: &mut StepOutput<'_, u64>| {
+        for ev in events {
+            match ev {
+                Event::Message { .. } => {
+                    for i in 0..RUNS * RUN {
+                        out.send(a, i).unwrap();
+                        if i % RUN == RUN - 1 {
+                            out.send(b, i).unwrap();
+                        }
+                    }
+                }
+                Event::Cancel => return out.complete(None),
+                _ => {}
+            }
+        }
+        out.idle();
+    });
+    let s = rt.spawn(sender, "main", None).unwrap();
+    rt.send(s, 0).unwrap();
+    let wait = std::time::Duration::from_secs(10);
+    let got_a: Vec<u64> = (0..RUNS * RUN)
+        .map(|_| rx_a.recv_timeout(wait).unwrap())
+        .collect();
+    assert_eq!(got_a, (0..RUNS * RUN).collect::<Vec<_>>());
+    let got_b: Vec<u64> = (0..RUNS)
+        .map(|_| rx_b.recv_timeout(wait).unwrap())
+        .collect();
+    assert_eq!(
+        got_b,
+        (0..RUNS).map(|k| k * RUN + RUN - 1).collect::<Vec<_>>()
+    );
+    let report = rt.shutdown(GRACE);
+    assert!(report.forced.is_empty());
+    assert_eq!(report.metrics.sent, RUNS * RUN + RUNS + 1);
+    // Each run to `a` opens with a send delivered at once (the one before
+    // went to `b`); the other RUN - 1 wait in a batch. `b` gets one per run.
+    assert_eq!(report.metrics.batched, RUNS * (RUN - 1));
+}

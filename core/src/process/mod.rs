@@ -28,6 +28,7 @@ pub use mpsc::{BLOCK_CAP, RECYCLE_TRIES};
 use core::fmt;
 
 use crate::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::UnsafeCell;
 use mpsc::{LazyQueue, Pop, Queue};
 pub use state::{
     Lifecycle, Snapshot, State, TransitionToCancelled, TransitionToClaimed, TransitionToNotified,
@@ -79,15 +80,27 @@ pub struct Sent {
     pub depth: u64,
 }
 
-/// A process's state word, event queue and admission word.
-pub struct Mailbox<T> {
+/// A process's state word, event queue and admission word, and its body:
+/// what only the holder of its [`Stepping`] token may touch (the runtime
+/// keeps the process itself there; README.md, "The body").
+pub struct Mailbox<T, B = ()> {
     state: State,
     /// [`CLOSED`] | count of admitted events not yet popped.
     admission: AtomicU64,
     queue: LazyQueue<T>,
+    /// Reached only through [`Stepping::body`].
+    body: UnsafeCell<B>,
 }
 
-impl<T> fmt::Debug for Mailbox<T> {
+// SAFETY: events move from producer threads to the stepping thread
+// (T: Send), and the body moves from one token holder's thread to the
+// next (B: Send); `body` is touched only through the one `Stepping` token,
+// whose transitions order one holder's accesses before the next's
+// (README.md, "The body"); every other field is atomic or the event
+// queue, which is `Sync` for `T: Send`.
+unsafe impl<T: Send, B: Send> Sync for Mailbox<T, B> {}
+
+impl<T, B> fmt::Debug for Mailbox<T, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let a = self.admission.load(Ordering::Relaxed);
         f.debug_struct("Mailbox")
@@ -105,13 +118,22 @@ impl<T: Send> Default for Mailbox<T> {
 }
 
 impl<T: Send> Mailbox<T> {
-    /// A new process's mailbox: READY (the spawner pushes it to a run queue),
-    /// empty, open.
+    /// A new process's mailbox with no body: READY (the spawner pushes it
+    /// to a run queue), empty, open.
     pub fn new() -> Self {
+        Self::with_body(())
+    }
+}
+
+impl<T: Send, B> Mailbox<T, B> {
+    /// A new process's mailbox holding `body`: READY (the spawner pushes it
+    /// to a run queue), empty, open.
+    pub fn with_body(body: B) -> Self {
         Self {
             state: State::new(),
             admission: AtomicU64::new(0),
             queue: LazyQueue::new(),
+            body: UnsafeCell::new(body),
         }
     }
 
@@ -152,21 +174,44 @@ impl<T: Send> Mailbox<T> {
         Ok(Sent { schedule, depth })
     }
 
+    /// The producer protocol for several values at once (README.md,
+    /// "Batches"): 1. one admit of `values.len()` events, ignoring any
+    /// bound; 2. one batch push (steps B1-B4); 3. one notify. Any thread.
+    /// Refused `Closed` as a whole, with the values left in `values`; else
+    /// `values` is left empty.
+    pub fn send_batch(&self, values: &mut Vec<T>) -> Result<Sent, Refusal> {
+        let n = values.len() as u64;
+        let depth = self.admit_unbounded(n)?;
+        if n == 0 {
+            return Ok(Sent {
+                schedule: false,
+                depth,
+            });
+        }
+        self.queue.push_batch(values);
+        // After the last ready store of the batch (B4), as in `send`.
+        let schedule = self.state.notify() == TransitionToNotified::Schedule;
+        Ok(Sent { schedule, depth })
+    }
+
+    /// Admits `n` events whatever the bound; the queue's depth after them.
+    fn admit_unbounded(&self, n: u64) -> Result<u64, Refusal> {
+        // Relaxed would do for the count; AcqRel orders this admit against
+        // `close` (its Release/Acquire pair is the CLOSED bit itself:
+        // whichever RMW comes second sees the other).
+        let prev = self.admission.fetch_add(n, Ordering::AcqRel);
+        // broken variant `admit_ignores_closed`: this check is gone.
+        #[cfg(not(magpie_broken = "admit_ignores_closed"))]
+        if prev & CLOSED != 0 {
+            // Nothing to undo: the count is meaningless once closed.
+            return Err(Refusal::Closed);
+        }
+        Ok((prev & COUNT_MASK) + n)
+    }
+
     fn admit(&self, bound: Option<usize>) -> Result<u64, Refusal> {
         match bound {
-            None => {
-                // Relaxed would do for the count; AcqRel orders this admit
-                // against `close` (its Release/Acquire pair is the CLOSED bit
-                // itself: whichever RMW comes second sees the other).
-                let prev = self.admission.fetch_add(1, Ordering::AcqRel);
-                // broken variant `admit_ignores_closed`: this check is gone.
-                #[cfg(not(magpie_broken = "admit_ignores_closed"))]
-                if prev & CLOSED != 0 {
-                    // Nothing to undo: the count is meaningless once closed.
-                    return Err(Refusal::Closed);
-                }
-                Ok((prev & COUNT_MASK) + 1)
-            }
+            None => self.admit_unbounded(1),
             Some(bound) => {
                 let bound = bound as u64;
                 // AcqRel: as above.
@@ -202,7 +247,7 @@ impl<T: Send> Mailbox<T> {
     /// The holder of the process's run-queue entry starts a step. `None`
     /// means the entry was stale (the process was claimed for close or has
     /// completed): drop it.
-    pub fn transition_to_running(&self) -> Option<Stepping<'_, T>> {
+    pub fn transition_to_running(&self) -> Option<Stepping<'_, T, B>> {
         match self.state.transition_to_running() {
             TransitionToRunning::Success { cancelled } => Some(Stepping {
                 mailbox: self,
@@ -216,7 +261,7 @@ impl<T: Send> Mailbox<T> {
 
     /// Shutdown takes a process no worker is stepping, to close it. `Err`
     /// says why not (a worker is stepping it, or it is complete).
-    pub fn claim_for_close(&self) -> Result<Stepping<'_, T>, TransitionToClaimed> {
+    pub fn claim_for_close(&self) -> Result<Stepping<'_, T, B>, TransitionToClaimed> {
         match self.state.claim_for_close() {
             TransitionToClaimed::Claimed => Ok(Stepping {
                 mailbox: self,
@@ -236,8 +281,8 @@ impl<T: Send> Mailbox<T> {
 /// [`complete`](Stepping::complete); dropping it leaves the process RUNNING
 /// forever (nothing is freed wrongly, but the process never runs again).
 #[must_use = "a step must end with finish or complete"]
-pub struct Stepping<'a, T> {
-    mailbox: &'a Mailbox<T>,
+pub struct Stepping<'a, T, B = ()> {
+    mailbox: &'a Mailbox<T, B>,
     /// The event queue once a pop found it built (step L2), kept for the
     /// rest of the step.
     queue: Option<&'a Queue<T>>,
@@ -245,7 +290,7 @@ pub struct Stepping<'a, T> {
     popped: u64,
 }
 
-impl<T> fmt::Debug for Stepping<'_, T> {
+impl<T, B> fmt::Debug for Stepping<'_, T, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Stepping")
             .field("cancelled", &self.cancelled)
@@ -254,10 +299,26 @@ impl<T> fmt::Debug for Stepping<'_, T> {
     }
 }
 
-impl<'a, T: Send> Stepping<'a, T> {
+impl<'a, T: Send, B> Stepping<'a, T, B> {
     /// CANCELLED was set when the step began.
     pub fn is_cancelled(&self) -> bool {
         self.cancelled
+    }
+
+    /// The process's body (README.md, "The body"): only the holder of the
+    /// token reaches it, so no lock is needed.
+    pub fn body(&mut self) -> &mut B {
+        // SAFETY: 1. This token is the only one for this mailbox (READY ->
+        // RUNNING and claim_for_close hand out at most one, and the next
+        // requires leaving RUNNING, which consumes this one), and `&mut
+        // self` makes this borrow the only one from it. 2. The previous
+        // holder's accesses happen before this one: its `finish` (Release
+        // RMW) heads a release sequence on the state word that every later
+        // RMW (notifies, cancels) continues, and the transition that
+        // handed out this token is an Acquire RMW reading from it (or the
+        // holder's own Requeue); a token holder never touches the body
+        // after consuming its token.
+        self.mailbox.body.with_mut(|b| unsafe { &mut *b })
     }
 
     /// The oldest queued event, or `None` if the queue is empty (or a

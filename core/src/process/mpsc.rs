@@ -179,7 +179,7 @@ impl<T> Queue<T> {
         // sees the CAS before it (README, "Why no block is reused early").
         let index = self.tail.fetch_add(1, Ordering::Acquire);
         // Q2.
-        let block = self.find_block(index);
+        let block = self.find_block(index, false);
         let offset = (index & OFFSET_MASK) as usize;
         // Q3. SAFETY: 1. `block` is live: it owns slot `index`, which the
         // consumer has not read (its ready bit is not set), and the consumer
@@ -205,9 +205,105 @@ impl<T> Queue<T> {
         }
     }
 
+    /// Appends every value of `values`, in order, with one claim (README,
+    /// steps B1-B4): one `fetch_add` of `tail` for the whole batch and one
+    /// Release `fetch_or` of the ready bits per block it writes, where
+    /// [`push`](Queue::push) takes one of each per value. `values` is left
+    /// empty. Writing a slot cannot fail, so every claimed slot is written
+    /// (the consumer and `drop` rely on it).
+    pub(crate) fn push_batch(&self, values: &mut Vec<T>) {
+        let n = values.len() as u64;
+        if n == 0 {
+            return;
+        }
+        // B1. Q1 for `n` slots at once. Acquire: as in `push` (pairs with
+        // the Release `fetch_add(0)` of `advance_block_tail`).
+        let first = self.tail.fetch_add(n, Ordering::Acquire);
+        // B2. Q2 for the first slot; a batch moves a lagging `block_tail` on
+        // whatever its offset (one producer sending batches would otherwise
+        // leave it up to `BLOCK_CAP` blocks behind).
+        let mut block = self.find_block(first, true);
+        let mut offset = (first & OFFSET_MASK) as usize;
+        let mut mask = 0u64;
+        for value in values.drain(..) {
+            if offset == BLOCK_CAP {
+                // The block is written to its end: reach the next one
+                // (linking it if needed) before publishing this one, after
+                // which this producer never touches it again (README, "Why
+                // no block is reused early": every block of the batch stays
+                // live until the consumer has popped the whole batch).
+                let next = self.next_block(block);
+                self.publish(block, mask);
+                // R1-R2 for the block just finished, if `block_tail` is
+                // there and every slot is ready, so that `block_tail`
+                // follows the batch (a block behind it is never released,
+                // so never recycled: `steady_batches_recycle_blocks_and_
+                // allocate_nothing`). `block` is still live: it is released
+                // only here or by another producer's R2, whose `observed`
+                // is at or past this whole batch (its R1 read this batch's
+                // bits), so the consumer recycles it only after the
+                // batch's last B4.
+                self.advance_block_tail(block, next);
+                block = next;
+                offset = 0;
+                mask = 0;
+            }
+            // B3. SAFETY: as Q3 in `push`: 1. `block` is live: it owns a
+            // slot of this batch, which the consumer has not read (its ready
+            // bit is not set), and no block holding a claimed, unpopped slot
+            // is recycled. 2. This call alone claimed the slot, and the
+            // consumer reads it only after the ready bit.
+            unsafe {
+                (*block).slots[offset].with_mut(|s| {
+                    (*s).write(value);
+                });
+            }
+            mask |= 1 << offset;
+            offset += 1;
+        }
+        // B4 for the last block: the batch's last access to any block.
+        self.publish(block, mask);
+    }
+
+    /// B4: sets the ready bits `mask` of `block` (Q4 for several slots).
+    fn publish(&self, block: *mut Block<T>, mask: u64) {
+        // Release: pairs with the Acquire load of `ready` in `pop` (C2): the
+        // consumer that sees a bit sees its slot's value.
+        #[cfg(not(magpie_broken = "batch_ready_relaxed"))]
+        let order = Ordering::Release;
+        // broken: the batch's ready bits do not publish its values.
+        #[cfg(magpie_broken = "batch_ready_relaxed")]
+        let order = Ordering::Relaxed;
+        // SAFETY: `block` holds slots of the caller's batch that are not
+        // ready yet, so it is live (as in B3).
+        unsafe {
+            (*block).ready.fetch_or(mask, order);
+        }
+    }
+
+    /// The block after `block`, linking a new one if the list ends there
+    /// (Q2's step, for a batch that runs past the end of its block).
+    fn next_block(&self, block: *mut Block<T>) -> *mut Block<T> {
+        // Acquire: pairs with the Release CAS that linked `next` (`grow` or
+        // `recycle`): its start and reset header are visible.
+        // SAFETY: `block` holds slots of the caller's batch that are not
+        // ready yet, so it is live; its start was published to this thread
+        // when it reached it.
+        let next = unsafe { (*block).next.load(Ordering::Acquire) };
+        if next.is_null() {
+            // SAFETY: as above.
+            let start = unsafe { Block::start(block) };
+            self.grow(block, start)
+        } else {
+            next
+        }
+    }
+
     /// Q2: the block owning `index`, walking from `block_tail` and linking
-    /// new blocks where the list ends.
-    fn find_block(&self, index: u64) -> *mut Block<T> {
+    /// new blocks where the list ends. `eager`: move a lagging `block_tail`
+    /// on whatever the offset of `index` (a batch); else only by tokio's
+    /// rule below.
+    fn find_block(&self, index: u64, eager: bool) -> *mut Block<T> {
         let target = index & !OFFSET_MASK;
         // Acquire: pairs with the Release CAS in `advance_block_tail` (and,
         // through it, with the CAS that linked the block): its `start` is
@@ -222,7 +318,12 @@ impl<T> Queue<T> {
         // blocks) than its offset moves `block_tail`, so the producers of
         // the first slots of a new block do it and the others just walk.
         debug_assert!(first <= target, "block_tail is past index {index}");
-        let mut advance = (target - first) / BLOCK_CAP as u64 > (index & OFFSET_MASK);
+        let lag = (target - first) / BLOCK_CAP as u64;
+        let mut advance = if eager {
+            lag > 0
+        } else {
+            lag > (index & OFFSET_MASK)
+        };
         loop {
             // SAFETY: as for `first`; later blocks were reached through
             // Acquire loads of `next`.
@@ -589,6 +690,11 @@ impl<T> LazyQueue<T> {
     /// [`Queue::push`], building the queue first if this is the first push.
     pub(crate) fn push(&self, value: T) {
         self.get_or_init().push(value);
+    }
+
+    /// [`Queue::push_batch`], building the queue first if need be.
+    pub(crate) fn push_batch(&self, values: &mut Vec<T>) {
+        self.get_or_init().push_batch(values);
     }
 
     /// L2: the queue, or `None` if nothing was ever pushed ([`Pop::Empty`]

@@ -247,7 +247,19 @@ impl State {
     /// and acquires what the previous writer published. The pairs are named
     /// at each caller. Acquire on failure: the retry reads the latest value.
     #[inline]
-    fn transition<R>(&self, mut f: impl FnMut(Snapshot) -> (Option<u64>, R)) -> R {
+    fn transition<R>(&self, f: impl FnMut(Snapshot) -> (Option<u64>, R)) -> R {
+        self.transition_ordered(Ordering::AcqRel, f)
+    }
+
+    /// [`State::transition`] with `success` as the CAS's ordering on
+    /// success (only the broken variant `finish_without_release` passes
+    /// anything but AcqRel).
+    #[inline]
+    fn transition_ordered<R>(
+        &self,
+        success: Ordering,
+        mut f: impl FnMut(Snapshot) -> (Option<u64>, R),
+    ) -> R {
         let mut cur = self.word.load(Ordering::Acquire);
         loop {
             let (next, out) = f(Snapshot(cur));
@@ -256,7 +268,7 @@ impl State {
             };
             match self
                 .word
-                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange_weak(cur, next, success, Ordering::Acquire)
             {
                 Ok(_) => return out,
                 Err(actual) => cur = actual,
@@ -343,8 +355,18 @@ impl State {
     /// process goes back to READY and the caller re-queues it; else it
     /// sleeps in IDLE or BLOCKED. One CAS: a `notify` either lands before it
     /// (seen here as NOTIFIED) or after it (sees IDLE/BLOCKED and schedules).
+    ///
+    /// Its Release also hands the process's body over: the next token
+    /// holder's transition reads this write or a later RMW of its release
+    /// sequence (README.md, "The body").
     pub fn transition_to_waiting(&self, wait: Wait) -> TransitionToWaiting {
-        self.transition(|s| {
+        #[cfg(not(magpie_broken = "finish_without_release"))]
+        let success = Ordering::AcqRel;
+        // broken: the end of a step publishes nothing, so the next token
+        // holder may touch the body before this step's writes to it.
+        #[cfg(magpie_broken = "finish_without_release")]
+        let success = Ordering::Acquire;
+        self.transition_ordered(success, |s| {
             debug_assert_eq!(s.life(), RUNNING, "only the stepping worker ends a step");
             #[cfg(not(magpie_broken = "waiting_ignores_notified"))]
             let requeue = s.is_notified() || wait == Wait::Yield;

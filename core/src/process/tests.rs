@@ -120,17 +120,30 @@ fn events_cross_blocks_in_order() {
 /// the producers (README, "The event queue", R4).
 #[test]
 fn steady_traffic_recycles_blocks_and_allocates_nothing() {
-    let q = mpsc::Queue::<u64>::new();
     let burst = 2 * BLOCK_CAP as u64;
     let rounds = if cfg!(miri) { 8 } else { 200 };
+    assert_steady_traffic_allocates_nothing(rounds, 3, |q, next| {
+        for _ in 0..burst {
+            q.push(*next);
+            *next += 1;
+        }
+    });
+}
+
+/// Runs `rounds` rounds of `push` (which pushes the values from `*next`
+/// on) each followed by popping everything, checking FIFO order, and
+/// requires that no block is allocated after round `warm_up`.
+fn assert_steady_traffic_allocates_nothing(
+    rounds: usize,
+    warm_up: usize,
+    mut push: impl FnMut(&mpsc::Queue<u64>, &mut u64),
+) {
+    let q = mpsc::Queue::<u64>::new();
     let mut next = 0u64;
     let mut expect = 0u64;
     let mut grown_after_warmup = None;
     for round in 0..rounds {
-        for _ in 0..burst {
-            q.push(next);
-            next += 1;
-        }
+        push(&q, &mut next);
         loop {
             // SAFETY: one thread, so one consumer and ordered pops.
             match unsafe { q.pop() } {
@@ -142,7 +155,7 @@ fn steady_traffic_recycles_blocks_and_allocates_nothing() {
                 mpsc::Pop::Inconsistent => panic!("no producer is mid-push"),
             }
         }
-        if round == 3 {
+        if round == warm_up {
             grown_after_warmup = Some(q.grown.load(Ordering::Relaxed));
         }
     }
@@ -212,19 +225,34 @@ fn stress_every_event_popped_once_in_per_sender_order() {
             }
         }));
     }
-    let mut next = [0usize; PRODUCERS];
+    let next = consume_as_a_worker::<PRODUCERS>(&m, &scheduled, PER);
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(next, [PER; PRODUCERS]);
+}
+
+/// The stress tests' consumer: steps the process as a worker would
+/// whenever an entry is outstanding (`scheduled`; a requeue means "step
+/// again"), 64 events a step, until `per` events of each of `N` producers
+/// `(producer, i)` have arrived. Checks per-producer FIFO order and that
+/// the process is never scheduled while READY or RUNNING; returns the
+/// count per producer.
+fn consume_as_a_worker<const N: usize>(
+    m: &Mailbox<(usize, usize)>,
+    scheduled: &AtomicUsize,
+    per: usize,
+) -> [usize; N] {
+    let mut next = [0usize; N];
     let mut total = 0;
-    let mut steps = 0u64;
-    // Consumer: runs whenever there is an outstanding entry.
-    while total < PRODUCERS * PER {
-        // Acquire: pairs with the producers' Release above.
+    while total < N * per {
+        // Acquire: pairs with the producers' Release when they schedule.
         if scheduled.load(Ordering::Acquire) == 0 {
             thread::yield_now();
             continue;
         }
         let mut s = m.transition_to_running().expect("an entry means READY");
         scheduled.fetch_sub(1, Ordering::Relaxed);
-        steps += 1;
         let mut budget = 64;
         while budget > 0 {
             let Some((p, i)) = s.pop() else { break };
@@ -239,9 +267,118 @@ fn stress_every_event_popped_once_in_per_sender_order() {
         }
         assert!(scheduled.load(Ordering::Relaxed) <= 1, "queued twice");
     }
+    next
+}
+
+/// A batch starting mid-block runs across several blocks; singles before
+/// and after it keep their places (README, "Batches", B1-B4).
+#[test]
+fn a_batch_crosses_blocks_in_order_between_single_sends() {
+    let m = Mailbox::new();
+    let mut next = 0usize;
+    for _ in 0..3 {
+        let _ = m.send(next, None).unwrap();
+        next += 1;
+    }
+    let mut batch: Vec<usize> = (next..next + 2 * BLOCK_CAP + 5).collect();
+    next += batch.len();
+    let sent = m.send_batch(&mut batch).unwrap();
+    assert!(batch.is_empty(), "the batch is taken");
+    assert!(
+        !sent.schedule,
+        "a new mailbox is READY: nothing to schedule"
+    );
+    assert_eq!(sent.depth, next as u64);
+    let _ = m.send(next, None).unwrap();
+    next += 1;
+    let mut s = m.transition_to_running().unwrap();
+    let got: Vec<usize> = std::iter::from_fn(|| s.pop()).collect();
+    assert_eq!(got, (0..next).collect::<Vec<_>>());
+    assert_eq!(s.finish(Wait::Idle), TransitionToWaiting::Waiting);
+    assert_eq!(m.len(), 0);
+}
+
+#[test]
+fn a_batch_to_an_idle_process_schedules_it_once() {
+    let m = Mailbox::new();
+    let s = m.transition_to_running().unwrap();
+    assert_eq!(s.finish(Wait::Idle), TransitionToWaiting::Waiting);
+    assert!(m.send_batch(&mut vec![1, 2, 3]).unwrap().schedule);
+    assert!(!m.send_batch(&mut vec![4, 5]).unwrap().schedule);
+    assert!(!m.send(6, None).unwrap().schedule);
+    let mut s = m.transition_to_running().unwrap();
+    let got: Vec<i32> = std::iter::from_fn(|| s.pop()).collect();
+    assert_eq!(got, vec![1, 2, 3, 4, 5, 6]);
+    let _ = s.finish(Wait::Idle);
+}
+
+#[test]
+fn a_batch_to_a_completed_process_is_refused_and_left_with_the_caller() {
+    let m = Mailbox::new();
+    m.transition_to_running().unwrap().complete(drop);
+    let mut batch = vec![7, 8];
+    assert_eq!(m.send_batch(&mut batch), Err(Refusal::Closed));
+    assert_eq!(batch, vec![7, 8]);
+}
+
+/// Batches from one producer move `block_tail` on as they go, so the
+/// consumer can recycle the blocks it passed: after a warm-up, no block is
+/// allocated (README, "Batches", B2).
+#[test]
+fn steady_batches_recycle_blocks_and_allocate_nothing() {
+    // Not a multiple of BLOCK_CAP: batch `k` starts at offset 3k mod 32,
+    // so the first 32 batches start at every offset, and the widest span
+    // (four blocks) comes up among them; the warm-up ends there.
+    let size = 2 * BLOCK_CAP as u64 + 3;
+    let warm_up = BLOCK_CAP;
+    let rounds = if cfg!(miri) { 2 * warm_up } else { 200 };
+    let mut batch = Vec::new();
+    assert_steady_traffic_allocates_nothing(rounds, warm_up, |q, next| {
+        batch.extend(*next..*next + size);
+        *next += size;
+        q.push_batch(&mut batch);
+    });
+}
+
+/// As the stress test above, with one of the producers sending batches of
+/// 1 to 70 events (so batches start at every offset and cross blocks)
+/// while the others send one at a time.
+#[test]
+fn stress_batches_and_single_sends_popped_once_in_per_sender_order() {
+    const PRODUCERS: usize = 3;
+    const PER: usize = if cfg!(miri) { 200 } else { 50_000 };
+    let m = Arc::new(Mailbox::<(usize, usize)>::new());
+    let scheduled = Arc::new(AtomicUsize::new(1)); // the spawn's entry
+    let mut handles = Vec::new();
+    for p in 0..PRODUCERS {
+        let m = m.clone();
+        let scheduled = scheduled.clone();
+        handles.push(thread::spawn(move || {
+            let mut i = 0;
+            let mut size = 1;
+            let mut batch = Vec::new();
+            while i < PER {
+                let schedule = if p == 0 {
+                    let end = (i + size).min(PER);
+                    batch.extend((i..end).map(|k| (p, k)));
+                    i = end;
+                    size = size % 70 + 1;
+                    m.send_batch(&mut batch).unwrap().schedule
+                } else {
+                    i += 1;
+                    m.send((p, i - 1), None).unwrap().schedule
+                };
+                if schedule {
+                    // Release: pairs with the consumer's Acquire load (as in
+                    // the stress test above).
+                    scheduled.fetch_add(1, Ordering::Release);
+                }
+            }
+        }));
+    }
+    let next = consume_as_a_worker::<PRODUCERS>(&m, &scheduled, PER);
     for h in handles {
         h.join().unwrap();
     }
-    assert!(steps > 0);
     assert_eq!(next, [PER; PRODUCERS]);
 }

@@ -483,6 +483,9 @@ pub struct ProcessMetrics {
     pub events: u64,
     /// Messages accepted by a mailbox.
     pub sent: u64,
+    /// Of `sent`, messages a step kept back and published in a batch with
+    /// others to the same process (README.md, "Batched sends").
+    pub batched: u64,
     /// Messages refused (no such process, or full).
     pub refused: u64,
     /// Most events queued in one mailbox at once.

@@ -54,7 +54,32 @@ const _: () = assert!(SEND_CACHE.is_power_of_two());
 /// the global queue, shutdown and its tick budget at least this often.
 const MAX_HANDOFFS: u32 = crate::sched::BUDGET_PER_TICK;
 
+/// Messages a step sends to one process that are kept back and published
+/// together, one `Mailbox::send_batch` for up to this many (README.md,
+/// "Batched sends"): one admit, one claim, one ready store per block and
+/// one notify for the lot instead of one of each per message.
+const SEND_BATCH: usize = 32;
+
 pub mod sim;
+
+/// The messages a step sent to `to` after the first, not yet in its
+/// mailbox (README.md, "Batched sends"). Open only for an unbounded
+/// mailbox whose last send or flush was accepted; flushed when the step
+/// sends to another process, cancels, links or monitors, when it holds
+/// [`SEND_BATCH`] messages, and when the step returns.
+struct SendBatch<M: Send + 'static> {
+    to: Option<Pid>,
+    msgs: Vec<Envelope<M>>,
+}
+
+impl<M: Send + 'static> Default for SendBatch<M> {
+    fn default() -> Self {
+        Self {
+            to: None,
+            msgs: Vec::new(),
+        }
+    }
+}
 
 /// A worker's cache of the cells its processes sent to, direct-mapped by
 /// slab index: one array read and one PID compare per send, no hashing. A
@@ -157,19 +182,22 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 // Cells and the registry
 // ---------------------------------------------------------------------------
 
-/// One process: its mailbox (core), its body and its bookkeeping.
+/// One process: its mailbox (core) holding its body, and its bookkeeping.
 pub(crate) struct Cell<M: Send + 'static> {
     pid: Pid,
-    mailbox: Mailbox<Envelope<M>>,
+    /// The body lives in the mailbox, reached only through the `Stepping`
+    /// token (core README, "The body"): a step takes no lock for it. `None`
+    /// once the process ended: `end_process` moves it to `Rare::closing`
+    /// for `close`.
+    mailbox: Mailbox<Envelope<M>, Option<Body<M>>>,
     bound: Option<usize>,
     /// Depth in the spawn tree (0 for a process spawned from outside).
     depth: u32,
-    /// `None` once closed: `close` takes it out, so it runs once. Only the
-    /// holder of the `Stepping` token (or `close`) locks it: one
-    /// uncontended lock per step covers the body and the step's own flags.
-    body: Mutex<Option<Body<M>>>,
-    meta: Mutex<Meta>,
+    meta: Mutex<Meta<M>>,
 }
+
+/// The token of a step (or of a forced close) of a process.
+type Token<'a, M> = Stepping<'a, Envelope<M>, Option<Body<M>>>;
 
 /// The process and what only its steps read and write.
 struct Body<M: Send + 'static> {
@@ -182,7 +210,7 @@ struct Body<M: Send + 'static> {
     last_wait: Wait,
 }
 
-struct Meta {
+struct Meta<M: Send + 'static> {
     parent: Option<Pid>,
     live_children: usize,
     /// Ended, but a child is still open: `close` waits for the last child.
@@ -190,11 +218,10 @@ struct Meta {
     /// What most processes never need, allocated on first use: an idle
     /// process that never yielded, linked, was watched or had a sender wait
     /// for room pays one pointer here (`benches/examples/process_idle_mem.rs`).
-    rare: Option<Box<Rare>>,
+    rare: Option<Box<Rare<M>>>,
 }
 
-#[derive(Default)]
-struct Rare {
+struct Rare<M: Send + 'static> {
     /// Tags yielded and not yet completed.
     pending: HashSet<Tag>,
     /// Set when the process ends; links and monitors added later are told
@@ -204,10 +231,26 @@ struct Rare {
     monitors: Vec<Pid>,
     /// Futures waiting for room in this bounded mailbox.
     send_waiters: Vec<Waker>,
+    /// The body of an ended process, until its `close` runs (which takes
+    /// it, so `close` runs once).
+    closing: Option<Body<M>>,
 }
 
-impl Meta {
-    fn rare(&mut self) -> &mut Rare {
+impl<M: Send + 'static> Default for Rare<M> {
+    fn default() -> Self {
+        Self {
+            pending: HashSet::new(),
+            exited: None,
+            links: Vec::new(),
+            monitors: Vec::new(),
+            send_waiters: Vec::new(),
+            closing: None,
+        }
+    }
+}
+
+impl<M: Send + 'static> Meta<M> {
+    fn rare(&mut self) -> &mut Rare<M> {
         self.rare.get_or_insert_with(Box::default)
     }
 
@@ -307,6 +350,7 @@ struct Counters {
     steps: AtomicU64,
     events: AtomicU64,
     sent: AtomicU64,
+    batched: AtomicU64,
     refused: AtomicU64,
     high_water: AtomicU64,
     closed: AtomicU64,
@@ -596,15 +640,14 @@ impl<M: Send + 'static> Inner<M> {
         };
         let cell = Arc::new(Cell {
             pid,
-            mailbox: Mailbox::new(),
-            bound: opts.mailbox_bound,
-            depth: parent.map_or(0, |p| p.depth + 1),
-            body: Mutex::new(Some(Body {
+            mailbox: Mailbox::with_body(Some(Body {
                 process,
                 started: false,
                 cancel_delivered: false,
                 last_wait: Wait::Idle,
             })),
+            bound: opts.mailbox_bound,
+            depth: parent.map_or(0, |p| p.depth + 1),
             meta: Mutex::new(Meta {
                 parent: parent.map(|p| p.pid),
                 live_children: 0,
@@ -719,7 +762,10 @@ impl<M: Send + 'static> Inner<M> {
     /// `close`, once (the body is taken out), then the slot is freed for
     /// reuse with the next generation.
     fn run_close(&self, cell: &Arc<Cell<M>>) {
-        let body = lock(&cell.body).take();
+        let body = lock(&cell.meta)
+            .rare
+            .as_mut()
+            .and_then(|r| r.closing.take());
         let Some(mut body) = body else { return };
         let _ = panic::catch_unwind(AssertUnwindSafe(|| body.process.close()));
         drop(body);
@@ -751,6 +797,7 @@ impl<M: Send + 'static> Inner<M> {
             m.steps += r(&c.steps);
             m.events += r(&c.events);
             m.sent += r(&c.sent);
+            m.batched += r(&c.batched);
             m.refused += r(&c.refused);
             m.mailbox_high_water = m.mailbox_high_water.max(r(&c.high_water));
             m.closed += r(&c.closed);
@@ -774,6 +821,8 @@ pub struct StepOutput<'a, M: Send + 'static> {
     /// The worker's id (its counters) and its cache of PIDs it sent to.
     worker: usize,
     cache: &'a mut SendCache<M>,
+    /// Messages kept back to publish together.
+    batch: &'a mut SendBatch<M>,
     commands: Vec<(Tag, Command<M>)>,
     status: Status<M>,
 }
@@ -829,9 +878,24 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
         );
     }
 
-    /// Sends `msg` to `to` now. Refused at once if `to` has ended or its
-    /// bounded mailbox is full (a step never waits).
+    /// Sends `msg` to `to`. Refused at once if `to` has ended or its
+    /// bounded mailbox is full (a step never waits). Messages to one
+    /// process in a row after the first may be kept back and published
+    /// together, before the step's next send to another process, cancel,
+    /// link or monitor, and before the step ends (README.md, "Batched
+    /// sends"); if `to` ends meanwhile they are dropped, as messages it
+    /// accepted and never read would be.
     pub fn send(&mut self, to: Pid, msg: M) -> Result<(), SendError<M>> {
+        let from = Some(self.cell.pid);
+        if self.batch.to == Some(to) {
+            self.batch.msgs.push(Envelope::Message { from, msg });
+            if self.batch.msgs.len() >= SEND_BATCH {
+                self.flush_sends();
+            }
+            return Ok(());
+        }
+        // Another process: what was kept back for the last one goes first.
+        self.end_sends();
         // The worker keeps the cells it sent to, so a conversation does not
         // take the registry lock per message. A cached cell of a process that
         // has ended refuses at its admission word (CLOSED is set before the
@@ -847,18 +911,56 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
                 self.cache.insert(cell)
             }
         };
+        let unbounded = cell.bound.is_none();
         let mut sink = Sink::Local(self.woken, self.worker);
-        let r = self
-            .inner
-            .send_to_cell(Some(self.cell.pid), cell, msg, &mut sink);
-        if let Err(SendError::NoProcess(_)) = &r {
-            self.cache.remove(to);
+        let r = self.inner.send_to_cell(from, cell, msg, &mut sink);
+        match &r {
+            Err(SendError::NoProcess(_)) => self.cache.remove(to),
+            // Accepted by an unbounded mailbox: the next messages to `to`
+            // can wait for a batch.
+            Ok(()) if unbounded => self.batch.to = Some(to),
+            _ => {}
         }
         r
     }
 
+    /// Publishes the messages kept back (README.md, "Batched sends"). The
+    /// batch stays open if its mailbox accepted them.
+    #[inline]
+    fn flush_sends(&mut self) {
+        // Inline, so a step that kept nothing back (a conversation) pays
+        // one compare.
+        if !self.batch.msgs.is_empty() {
+            self.flush_kept();
+        }
+    }
+
+    #[inline(never)]
+    fn flush_kept(&mut self) {
+        // Messages are kept only while `to` is set, and `to` is cleared
+        // only after a flush or a refusal, both of which empty them.
+        let Some(to) = self.batch.to else {
+            unreachable!("messages kept back with no target")
+        };
+        let mut sink = Sink::Local(self.woken, self.worker);
+        let accepted = flush_batch(self.inner, self.cache, to, &mut self.batch.msgs, &mut sink);
+        if !accepted {
+            self.batch.to = None;
+        }
+    }
+
+    /// Publishes what is kept back and closes the batch: the step is over,
+    /// or it turned to another process.
+    #[inline]
+    fn end_sends(&mut self) {
+        self.flush_sends();
+        self.batch.to = None;
+    }
+
     /// Requests cancellation of `pid` (it gets [`Event::Cancel`]).
     pub fn cancel(&mut self, pid: Pid) -> bool {
+        // Messages sent before the cancel arrive before it.
+        self.flush_sends();
         let Some(cell) = self.inner.lookup(pid) else {
             return false;
         };
@@ -879,6 +981,9 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
     }
 
     fn watch(&mut self, pid: Pid, relation: Relation) {
+        // Messages sent before a link arrive before any exit notice it
+        // causes.
+        self.flush_sends();
         let me = self.cell.pid;
         let reason = match self.inner.cell_for_close(pid) {
             Some(target) => {
@@ -955,6 +1060,53 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
     /// Sets the status.
     pub fn set_status(&mut self, status: Status<M>) {
         self.status = status;
+    }
+}
+
+/// Publishes `msgs` (messages to `to` a step kept back) with one
+/// `Mailbox::send_batch`. `false`: `to` has ended; the messages are dropped,
+/// as messages it had accepted and not read are (the step was told they
+/// were sent), and the cache forgets it.
+fn flush_batch<M: Send + 'static>(
+    inner: &Inner<M>,
+    cache: &mut SendCache<M>,
+    to: Pid,
+    msgs: &mut Vec<Envelope<M>>,
+    sink: &mut Sink<'_, M>,
+) -> bool {
+    let n = msgs.len() as u64;
+    // The batch's cell is cached: only a send to another PID replaces it,
+    // and that send flushes first. A registry lookup covers the rest.
+    let cell = match cache.get(to) {
+        Some(cell) => cell,
+        None => match inner.lookup(to) {
+            Some(cell) => cache.insert(cell),
+            None => {
+                msgs.clear();
+                inner.count(sink, |c| &c.sent, n);
+                inner.count(sink, |c| &c.batched, n);
+                return false;
+            }
+        },
+    };
+    inner.count(sink, |c| &c.sent, n);
+    inner.count(sink, |c| &c.batched, n);
+    match cell.mailbox.send_batch(msgs) {
+        Ok(sent) => {
+            let c = inner.ctr(sink);
+            if sent.depth > c.high_water.load(Ordering::Relaxed) {
+                c.high_water.fetch_max(sent.depth, Ordering::Relaxed);
+            }
+            if sent.schedule {
+                inner.schedule(cell.clone(), sink);
+            }
+            true
+        }
+        Err(_) => {
+            msgs.clear();
+            cache.remove(to);
+            false
+        }
     }
 }
 
@@ -1358,9 +1510,15 @@ impl<M: Send + 'static> ProcessRuntime<M> {
         let mut report = ShutdownReport::default();
         for cell in rest {
             match cell.mailbox.claim_for_close() {
-                Ok(token) => {
+                Ok(mut token) => {
+                    let body = token.body().take();
                     token.complete(drop);
-                    lock(&cell.meta).rare().exited = Some(ExitReason::Forced);
+                    {
+                        let mut meta = lock(&cell.meta);
+                        let rare = meta.rare();
+                        rare.exited = Some(ExitReason::Forced);
+                        rare.closing = body;
+                    }
                     Counters::add(&inner.shared_ctr().forced, 1);
                     inner.run_close(&cell);
                     report.forced.push(cell.pid);
@@ -1559,6 +1717,7 @@ struct ProcWorker<M: Send + 'static> {
     events: Vec<Event<M>>,
     woken: Vec<Arc<Cell<M>>>,
     cache: SendCache<M>,
+    batch: SendBatch<M>,
     steps_since_timers: u32,
     /// The process the last step woke first, run next on this worker
     /// without a trip through the run queues (README.md, "Hand-off").
@@ -1584,6 +1743,7 @@ impl<M: Send + 'static> ProcWorker<M> {
             events: Vec::new(),
             woken: Vec::new(),
             cache: SendCache::default(),
+            batch: SendBatch::default(),
             steps_since_timers: 0,
             next: None,
             handoffs: 0,
@@ -1733,22 +1893,29 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     };
     let mut events = std::mem::take(&mut w.events);
     events.clear();
-    // One lock for the whole step: the body and the step's own flags. Only
-    // the token holder takes it (and `close`, after the token is gone).
-    let mut guard = lock(&cell.body);
-    let Some(body) = guard.as_mut() else {
-        // Closed already (not reachable: close follows COMPLETE, and a
+    // The body and the step's own flags live in the mailbox, reached only
+    // through the token (core README, "The body"): no lock.
+    let cancelled = token.is_cancelled();
+    let flags = token.body().as_mut().map(|body| {
+        let first = !body.started;
+        body.started = true;
+        (first, cancelled && !body.cancel_delivered, body.last_wait)
+    });
+    let Some((first, cancel_new, last_wait)) = flags else {
+        // Ended already (not reachable: the body leaves at COMPLETE, and a
         // COMPLETE process has no token); leave it as it was.
-        drop(guard);
         w.events = events;
         finish(w, &cell, token, Wait::Idle);
         return;
     };
-    let first = !body.started;
-    body.started = true;
-    let cancel_new = token.is_cancelled() && !body.cancel_delivered;
-    // 2. Take at most the budget of events.
-    while events.len() < inner.budget {
+    // 2. Take at most the budget of events: as many as were admitted when
+    // the step began (`Mailbox::len`), so the step does not pay for a pop
+    // that finds the queue empty. Every event whose notify came before
+    // `transition_to_running` is counted (its admit happens before that
+    // notify, which the transition acquired); later ones set NOTIFIED and
+    // re-queue the process (core README, "Why no event is lost").
+    let take = cell.mailbox.len().min(inner.budget);
+    while events.len() < take {
         match token.pop() {
             Some(ev) => events.push(ev.unpack()),
             None => break,
@@ -1757,8 +1924,8 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     let budget_hit = events.len() >= inner.budget;
     // The cancel comes after the events queued before it, once the queue
     // has been drained: with the budget used up it waits for the next step.
-    if cancel_new && !budget_hit {
-        body.cancel_delivered = true;
+    let cancel_now = cancel_new && !budget_hit;
+    if cancel_now {
         events.push(Event::Cancel);
     }
     let waiters = if cell.bound.is_some() {
@@ -1767,14 +1934,12 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     } else {
         Vec::new()
     };
-    if events.is_empty() && !first && body.last_wait != Wait::Yield {
+    if events.is_empty() && !first && last_wait != Wait::Yield {
         // A spare wake (the event was taken by the step before): back to
         // sleep as it was, unless the last step asked to keep running.
-        let wait = body.last_wait;
-        drop(guard);
         waiters.into_iter().for_each(Waker::wake);
         w.events = events;
-        finish(w, &cell, token, wait);
+        finish(w, &cell, token, last_wait);
         return;
     }
     Counters::add_owned(&inner.counters[id].steps, 1);
@@ -1782,19 +1947,31 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     // 3. Step.
     let mut woken = std::mem::take(&mut w.woken);
     let mut cache = std::mem::take(&mut w.cache);
+    let mut batch = std::mem::take(&mut w.batch);
     let mut out = StepOutput {
         cell: &cell,
         inner,
         woken: &mut woken,
         worker: id,
         cache: &mut cache,
+        batch: &mut batch,
         commands: Vec::new(),
         status: Status::Idle,
     };
+    let body = token
+        .body()
+        .as_mut()
+        .expect("the body was there at the start of the step");
+    if cancel_now {
+        body.cancel_delivered = true;
+    }
     let process = &mut body.process;
     let result = panic::catch_unwind(AssertUnwindSafe(|| {
         process.step(events.drain(..), &mut out)
     }));
+    // Messages the step kept back go out before anything else it caused
+    // (its commands, its exit), also after a panic: they were sent.
+    out.end_sends();
     let (commands, status) = (std::mem::take(&mut out.commands), out.status);
     let wait = match (&result, &status) {
         (Ok(()), Status::Blocked) => Some(Wait::Blocked),
@@ -1805,11 +1982,11 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     if let Some(wait) = wait {
         body.last_wait = wait;
     }
-    drop(guard);
     waiters.into_iter().for_each(Waker::wake);
     events.clear();
     w.events = events;
     w.cache = cache;
+    w.batch = batch;
     // 4. Dispatch, then end the step.
     let mut sink = Sink::Local(&mut woken, id);
     match result {
@@ -1876,7 +2053,7 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
 fn finish<M: Send + 'static>(
     w: &mut ProcWorker<M>,
     cell: &Arc<Cell<M>>,
-    token: Stepping<'_, Envelope<M>>,
+    token: Token<'_, M>,
     wait: Wait,
 ) {
     if token.finish(wait) == TransitionToWaiting::Requeue {
@@ -1894,19 +2071,37 @@ fn finish<M: Send + 'static>(
 fn end_process<M: Send + 'static>(
     inner: &Arc<Inner<M>>,
     cell: &Arc<Cell<M>>,
-    token: Stepping<'_, Envelope<M>>,
+    mut token: Token<'_, M>,
     reason: ExitReason,
     value: Option<M>,
     sink: &mut Sink<'_, M>,
 ) {
+    // The body leaves the mailbox for `close`, which runs later (after the
+    // children's) and takes it from `Rare::closing`.
+    let body = token.body().take();
     // Queued events are dropped: a call's ReplyTo answers NoReply as it goes.
     let mut leftovers = Vec::new();
     token.complete(|ev| leftovers.push(ev));
     drop(leftovers);
+    lock(&cell.meta).rare().closing = body;
     inner.exit(cell, reason, value, sink);
 }
 
 fn dispatch<M: Send + 'static>(
+    inner: &Arc<Inner<M>>,
+    cell: &Arc<Cell<M>>,
+    commands: Vec<(Tag, Command<M>)>,
+    sink: &mut Sink<'_, M>,
+) {
+    // Most steps yield nothing: skip the loop's set-up and the Vec's drop.
+    if commands.is_empty() {
+        return;
+    }
+    dispatch_commands(inner, cell, commands, sink);
+}
+
+#[inline(never)]
+fn dispatch_commands<M: Send + 'static>(
     inner: &Arc<Inner<M>>,
     cell: &Arc<Cell<M>>,
     commands: Vec<(Tag, Command<M>)>,
@@ -2026,10 +2221,9 @@ mod tests {
     fn cell(index: u32, generation: u32) -> Arc<Cell<u64>> {
         Arc::new(Cell {
             pid: Pid { index, generation },
-            mailbox: Mailbox::new(),
+            mailbox: Mailbox::with_body(None),
             bound: None,
             depth: 0,
-            body: Mutex::new(None),
             meta: Mutex::new(Meta {
                 parent: None,
                 live_children: 0,
