@@ -241,7 +241,13 @@ fn gitleaks_ignore_commit_entries_suppress_that_commits_finding_only() {
     std::fs::write(&ignore, format!("{c1}:k.env:github-pat:1\n")).unwrap();
     let run = scan_git(
         dir,
-        &["-f", "json", "--whole-blobs", "-i", ignore.to_str().unwrap()],
+        &[
+            "-f",
+            "json",
+            "--whole-blobs",
+            "-i",
+            ignore.to_str().unwrap(),
+        ],
     );
     let left = json_findings(&run);
     assert_eq!(left.len(), 1, "{left:?}");

@@ -257,6 +257,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)]
     fn windows_reach_ctx_back_and_merge_when_buffers_would_overlap() {
         let data = 10_000;
         let ctx = 100;
