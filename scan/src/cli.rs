@@ -341,6 +341,19 @@ struct Cli {
     )]
     all_objects: bool,
 
+    /// scan git: scan every blob whole, not only what it adds.
+    #[arg(
+        long,
+        hide = true,
+        long_help = wrap("Scan every blob of the history whole. By default a blob that \
+                     replaces its commit's first parent's blob at the same path is diffed \
+                     against it and only the lines it adds (with the rules' context around \
+                     them) are scanned: a secret is reported once, for the commit that added \
+                     it. With this flag it is reported again for every commit that writes a \
+                     new blob still holding it.")
+    )]
+    whole_blobs: bool,
+
     /// scan git: incremental mode, the last scan's tips kept in FILE.
     #[arg(
         long,
@@ -751,6 +764,8 @@ impl Cli {
             Some("--all-objects")
         } else if self.state.is_some() {
             Some("--state")
+        } else if self.whole_blobs {
+            Some("--whole-blobs")
         } else {
             None
         }
@@ -879,6 +894,7 @@ fn git_command() -> clap::Command {
         "staged",
         "all_objects",
         "state",
+        "whole_blobs",
     ] {
         cmd = cmd.mut_arg(id, |a| a.hide(false));
     }
@@ -911,6 +927,7 @@ fn parse_git(args: &[OsString]) -> Result<Config, clap::Error> {
         all_objects: cli.all_objects,
         exclude: cli.exclude.clone(),
         state: cli.state.clone(),
+        whole_blobs: cli.whole_blobs,
     };
     let mut config = cli.into_config();
     config.paths = vec![repo];

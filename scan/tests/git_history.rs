@@ -228,9 +228,10 @@ fn gitleaks_ignore_commit_entries_suppress_that_commits_finding_only() {
     init(dir);
     let token = github_token(5);
     let c1 = commit_file(dir, "k.env", &format!("T={token}\n"), "one");
-    // The secret moves to line 2 in a new blob: a second introducing commit.
+    // The secret moves to line 2 in a new blob: with `--whole-blobs`, a
+    // second introducing commit (by default only the first: git_added.rs).
     let c2 = commit_file(dir, "k.env", &format!("# moved\nT={token}\n"), "two");
-    let all = scan_git(dir, &["-f", "json"]);
+    let all = scan_git(dir, &["-f", "json", "--whole-blobs"]);
     let commits: BTreeSet<String> = json_findings(&all)
         .iter()
         .map(|f| f["commit"].as_str().unwrap().to_owned())
@@ -238,7 +239,16 @@ fn gitleaks_ignore_commit_entries_suppress_that_commits_finding_only() {
     assert_eq!(commits, BTreeSet::from([c1.clone(), c2.clone()]));
     let ignore = dir.join("ignore.txt");
     std::fs::write(&ignore, format!("{c1}:k.env:github-pat:1\n")).unwrap();
-    let run = scan_git(dir, &["-f", "json", "-i", ignore.to_str().unwrap()]);
+    let run = scan_git(
+        dir,
+        &[
+            "-f",
+            "json",
+            "--whole-blobs",
+            "-i",
+            ignore.to_str().unwrap(),
+        ],
+    );
     let left = json_findings(&run);
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(left[0]["commit"], c2.as_str());

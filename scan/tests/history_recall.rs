@@ -3,8 +3,9 @@
 //! branches off, orphans, zips, keeps through several commits, and leaves
 //! unreachable secrets, and says which commit and path each finding must
 //! name (scan/GIT.md's attribution rules). `scan git --all-objects` must
-//! report exactly that set: every planted secret at its introducing commit,
-//! nothing else, nothing twice.
+//! report exactly that set: every planted secret at the commit that added
+//! it, nothing else, nothing twice; with `--whole-blobs` also once more for
+//! every later blob that still holds it (`Expected::whole_blobs_only`).
 
 #[path = "e2e_common/mod.rs"]
 mod common;
@@ -38,11 +39,11 @@ fn scan_history(repo: &Path, extra: &[&str]) -> Vec<Key> {
         .collect()
 }
 
-fn expected(truth: &HistoryTruth, keep: impl Fn(&str) -> bool) -> BTreeSet<Key> {
+fn expected(truth: &HistoryTruth, whole: bool, keep: impl Fn(&str) -> bool) -> BTreeSet<Key> {
     truth
         .expected
         .iter()
-        .filter(|e| keep(&e.scenario))
+        .filter(|e| keep(&e.scenario) && (whole || !e.whole_blobs_only))
         .map(|e| {
             (
                 e.commit.clone(),
@@ -63,6 +64,12 @@ fn check(seed: u64, rounds: usize) {
         rounds * (SCENARIOS.len() + 1 + MANY_COMMITS - 1),
         "one finding per scenario, two for `changed`, {MANY_COMMITS} for `many-commits`"
     );
+    assert_eq!(
+        truth.expected.iter().filter(|e| e.whole_blobs_only).count(),
+        rounds * (MANY_COMMITS - 1),
+        "`many-commits` adds its secret once, then keeps it in {} more blobs",
+        MANY_COMMITS - 1
+    );
     // The first half of the rounds is packed, the rest loose: check that
     // the repository really has both, so both readers are exercised.
     let objects = repo.join(".git/objects");
@@ -79,25 +86,32 @@ fn check(seed: u64, rounds: usize) {
         "{packs} packs, {loose_dirs} loose dirs"
     );
 
-    let got = scan_history(&repo, &["--all-objects"]);
-    let got_set: BTreeSet<Key> = got.iter().cloned().collect();
-    assert_eq!(
-        got.len(),
-        got_set.len(),
-        "seed {seed}: a finding reported twice"
-    );
-    let want = expected(&truth, |_| true);
-    let missed: Vec<_> = want.difference(&got_set).collect();
-    let extra: Vec<_> = got_set.difference(&want).collect();
-    assert!(
-        missed.is_empty() && extra.is_empty(),
-        "seed {seed}:\nmissed {missed:#?}\nextra {extra:#?}"
-    );
+    for whole in [false, true] {
+        let args: &[&str] = if whole {
+            &["--all-objects", "--whole-blobs"]
+        } else {
+            &["--all-objects"]
+        };
+        let got = scan_history(&repo, args);
+        let got_set: BTreeSet<Key> = got.iter().cloned().collect();
+        assert_eq!(
+            got.len(),
+            got_set.len(),
+            "seed {seed} {args:?}: a finding reported twice"
+        );
+        let want = expected(&truth, whole, |_| true);
+        let missed: Vec<_> = want.difference(&got_set).collect();
+        let extra: Vec<_> = got_set.difference(&want).collect();
+        assert!(
+            missed.is_empty() && extra.is_empty(),
+            "seed {seed} {args:?}:\nmissed {missed:#?}\nextra {extra:#?}"
+        );
+    }
 
     // Without --all-objects, what no ref reaches is left out, and nothing
     // else changes.
     let reachable: BTreeSet<Key> = scan_history(&repo, &[]).into_iter().collect();
-    let want = expected(&truth, |s| {
+    let want = expected(&truth, false, |s| {
         s != "dangling-commit" && s != "unreachable-blob"
     });
     assert_eq!(reachable, want, "seed {seed}: refs only");

@@ -23,6 +23,11 @@ pub enum GitItem {
         path: Vec<u8>,
         /// The commit that introduced it.
         commit: Arc<CommitMeta>,
+        /// The blob it replaced at `path`: the first parent's (`--staged`:
+        /// HEAD's). Only what it adds
+        /// against this one is scanned (`added.rs`); `None` with
+        /// `--whole-blobs`.
+        base: Option<ObjectId>,
     },
     /// A submodule (a gitlink: a commit of another repository) at `path`:
     /// its content is not in this repository, so it is named as skipped.
@@ -87,6 +92,9 @@ pub struct HistoryCursor {
     /// The root tree and first parent of every selected commit (read once,
     /// by the selection walk).
     trees: HashMap<ObjectId, (ObjectId, Option<ObjectId>)>,
+    /// Blobs replacing their first parent's are read by what they add
+    /// (`GitItem::Blob::base`); false with `--whole-blobs`.
+    diff_bases: bool,
     next: usize,
     /// Blobs already handed out (each blob is scanned once).
     seen_blobs: HashSet<ObjectId>,
@@ -149,6 +157,7 @@ impl HistoryCursor {
             repo,
             order: Vec::new(),
             trees: HashMap::new(),
+            diff_bases: !opts.whole_blobs,
             next: 0,
             seen_blobs: HashSet::new(),
             prior_blobs: super::state::BlobSet::default(),
@@ -540,6 +549,7 @@ impl HistoryCursor {
                     id,
                     path: id.to_string().into_bytes(),
                     commit: Arc::clone(&meta),
+                    base: None,
                 });
                 queued = true;
             }
@@ -574,7 +584,9 @@ impl HistoryCursor {
     /// a merge of the two sorted lists (git sorts a tree's entries by name,
     /// a subtree's name compared as if it ended in `/`); a tree that is not
     /// sorted (only a hand-made one) is matched by a name lookup instead.
-    /// Only a changed entry gets a path.
+    /// Only a changed entry gets a path. A blob that replaces a blob of the
+    /// old tree at its name carries that one as its base (unless
+    /// `--whole-blobs`).
     fn walk_tree(&mut self, tree: ObjectId, old: Option<ObjectId>, meta: &Arc<CommitMeta>) {
         let mut new_e = std::mem::take(&mut self.new_entries);
         let mut old_e = std::mem::take(&mut self.old_entries);
@@ -642,10 +654,13 @@ impl HistoryCursor {
                 match kind {
                     Kind::Blob => {
                         self.seen_blobs.insert(id);
+                        let base = before
+                            .and_then(|(k, i)| (self.diff_bases && k == Kind::Blob).then_some(i));
                         self.pending.push_back(GitItem::Blob {
                             id,
                             path,
                             commit: Arc::clone(meta),
+                            base,
                         });
                     }
                     Kind::Tree => {
@@ -702,7 +717,7 @@ impl HistoryCursor {
                 return;
             }
         };
-        let mut head: HashSet<(Vec<u8>, ObjectId)> = HashSet::new();
+        let mut head: HashMap<Vec<u8>, ObjectId> = HashMap::new();
         if let Ok(tree) = self.repo.head_tree_id() {
             let mut stack = vec![(Vec::new(), tree.detach())];
             while let Some((prefix, id)) = stack.pop() {
@@ -718,7 +733,7 @@ impl HistoryCursor {
                     match kind {
                         Kind::Tree => stack.push((path, id)),
                         Kind::Blob => {
-                            head.insert((path, id));
+                            head.insert(path, id);
                         }
                         Kind::Submodule => {}
                     }
@@ -737,13 +752,15 @@ impl HistoryCursor {
                 continue;
             }
             let path = e.path(&index).to_vec();
-            if head.contains(&(path.clone(), e.id)) || !self.first_sighting(e.id) {
+            let before = head.get(&path).copied();
+            if before == Some(e.id) || !self.first_sighting(e.id) {
                 continue;
             }
             self.pending.push_back(GitItem::Blob {
                 id: e.id,
                 path,
                 commit: Arc::clone(&meta),
+                base: before.filter(|_| self.diff_bases),
             });
         }
     }

@@ -7,6 +7,7 @@
 //! suppression and reports as a directory scan. `README.md` beside this file
 //! is the design.
 
+pub mod added;
 pub mod auto;
 mod history;
 pub mod odb;
@@ -44,6 +45,9 @@ pub struct GitOptions {
     /// the new tips are written back to FILE when the scan completes
     /// (`state.rs`).
     pub state: Option<PathBuf>,
+    /// `--whole-blobs`: scan every blob whole, not only what it adds
+    /// against its first parent's blob at its path (`added.rs`).
+    pub whole_blobs: bool,
 }
 
 /// Whether a directory scan (`scan DIR`) read the history of the
@@ -117,14 +121,56 @@ impl CommitMeta {
     }
 }
 
-/// A blob admitted to the pipeline: its id (to decode it) and the commit
-/// that introduced it (for the findings).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A blob admitted to the pipeline: its id (to decode it), the commit
+/// that introduced it (for the findings), and the blob it replaced.
+#[derive(Debug)]
 pub struct GitBlob {
     /// The blob's object id.
     pub id: gix::ObjectId,
     /// The commit that introduced the blob at its path.
     pub commit: std::sync::Arc<CommitMeta>,
+    /// The first parent's blob at the same path, if it had one there:
+    /// only what this blob adds against it is scanned (`added.rs`).
+    pub base: Option<gix::ObjectId>,
+    /// What the blob adds against `base`, set by its first FetchSync
+    /// before any of its Scans run when it is read by windows; unset when
+    /// it is scanned whole. A Scan keeps only findings that touch it.
+    pub added: std::sync::OnceLock<added::AddedRanges>,
+}
+
+/// Two blobs are the same item when id, commit and base are (what it adds
+/// follows from those).
+impl PartialEq for GitBlob {
+    fn eq(&self, other: &Self) -> bool {
+        (self.id, &self.commit, self.base) == (other.id, &other.commit, other.base)
+    }
+}
+
+impl Eq for GitBlob {}
+
+impl GitBlob {
+    /// A blob not yet decoded.
+    pub fn new(
+        id: gix::ObjectId,
+        commit: std::sync::Arc<CommitMeta>,
+        base: Option<gix::ObjectId>,
+    ) -> Self {
+        Self {
+            id,
+            commit,
+            base,
+            added: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Whether a finding at `[start, end)` of the blob (its secret, or its
+    /// encoded span) is reported: always when the blob is scanned whole,
+    /// else when it touches a byte the blob adds.
+    pub fn reports(&self, start: u64, end: u64) -> bool {
+        self.added
+            .get()
+            .is_none_or(|added| added::touches(added, start, end))
+    }
 }
 
 /// Opens the repository at `path`: a work tree (or a directory inside

@@ -47,13 +47,23 @@ fn git(shared: &Shared, mut g: Box<GitEnum>, ctx: &mut Ctx) -> Option<Note> {
             }
         }
         match item {
-            GitItem::Blob { id, path, commit } => {
+            GitItem::Blob {
+                id,
+                path,
+                commit,
+                base,
+            } => {
                 let Some(permit) = shared.frontier.try_acquire(0) else {
-                    g.batch.push(GitItem::Blob { id, path, commit });
+                    g.batch.push(GitItem::Blob {
+                        id,
+                        path,
+                        commit,
+                        base,
+                    });
                     return park_walk(shared, EnumCursor::Git(g), admitted, ctx);
                 };
                 let mut desc = ObjectDescriptor::new(ObjPath::from_file_bytes(&path), 0, 0);
-                desc.git = Some(std::sync::Arc::new(GitBlob { id, commit }));
+                desc.git = Some(std::sync::Arc::new(GitBlob::new(id, commit, base)));
                 let obj = ObjectCtx::new(desc, permit);
                 admitted += 1;
                 ctx.scratch.counters.shard_owned += 1;

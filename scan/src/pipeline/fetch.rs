@@ -67,6 +67,9 @@ pub(super) fn run(
                 next_file_chunk(shared, obj, buf, file, size, chunks, ctx)
             }
             FetchState::Blob { data, chunks } => blob_chunk(shared, obj, buf, data, chunks, ctx),
+            FetchState::Added { data, windows } => {
+                added_chunk(shared, obj, buf, data, windows, ctx)
+            }
             FetchState::Member {
                 archive,
                 chunks,
@@ -200,8 +203,78 @@ fn first_blob_chunk(
             return note;
         }
     }
+    // Only what the blob adds against its base, when it has one (README.md
+    // of `git`, "Scanning only what a blob adds").
+    let git = obj.desc().git.as_ref().expect("a git blob");
+    let reading = crate::git::added::reading(
+        ctx.scratch.repo.as_ref().expect("made above"),
+        git.base.as_ref(),
+        &data,
+        st.max_file_size,
+        st.context_len,
+        st.chunk_size,
+        &mut ctx.scratch.git_diff,
+    );
+    if let crate::git::added::Reading::Added(added, windows) = reading {
+        git.added
+            .set(added)
+            .expect("set once, by the blob's first FetchSync");
+        return added_chunk(shared, obj, buf, data, windows, ctx);
+    }
     let chunks = ChunkCursor::new(st.chunk_size, st.context_len);
     blob_chunk(shared, obj, buf, data, chunks, ctx)
+}
+
+/// The next window of a blob read by what it adds: the piece's bytes
+/// copied into the pool buffer, its owned range and the lines before it
+/// (counted over the bytes skipped too).
+fn added_chunk(
+    shared: &Shared,
+    obj: ObjectRef,
+    mut buf: PooledBuf,
+    data: Vec<u8>,
+    mut windows: crate::git::added::Windows,
+    ctx: &mut Ctx,
+) -> Option<Note> {
+    let Some((piece, lines)) = windows.next(&data) else {
+        // Nothing added (lines removed only): nothing to scan.
+        drop(buf);
+        finished(shared, &obj, ObjectEnd::Scanned);
+        crate::git::odb::give_back(&mut ctx.scratch.blob_buf, data);
+        return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
+    };
+    let bytes = &data[piece.buf.clone()];
+    buf.full_mut()[..bytes.len()].copy_from_slice(bytes);
+    buf.set_len(bytes.len());
+    ctx.scratch.counters.bytes_fetched += bytes.len() as u64;
+    let owned = piece.owned.start - piece.buf.start..piece.owned.end - piece.buf.start;
+    let note = Note::of(
+        ctx,
+        TaskKind::FetchSync,
+        &obj,
+        piece.owned.start as u64,
+        owned.len() as u64,
+    );
+    let meta = ChunkMeta {
+        index: 0,
+        base_offset: piece.buf.start as u64,
+        prefix_len: bytes.len() - owned.len(),
+        len: bytes.len(),
+        owned,
+        is_last: windows.is_done(),
+        lines,
+    };
+    if windows.is_done() {
+        finished(shared, &obj, ObjectEnd::Scanned);
+        crate::git::odb::give_back(&mut ctx.scratch.blob_buf, data);
+    } else {
+        ctx.spawn_local(Task::FetchSync {
+            obj: ObjectRef::clone(&obj),
+            state: Some(Box::new(FetchState::Added { data, windows })),
+        });
+    }
+    spawn_scan(obj, buf, &meta, ctx);
+    note
 }
 
 fn spool(data: &[u8]) -> io::Result<std::fs::File> {

@@ -172,6 +172,8 @@ pub(crate) struct WorkerScratch {
     pub(crate) repo: Option<gix::Repository>,
     /// A decoded blob's buffer, kept for the next blob (`git::odb::give_back`).
     pub(crate) blob_buf: Vec<u8>,
+    /// The base blob of a `scan git` blob read by what it adds.
+    pub(crate) git_diff: crate::git::added::DiffScratch,
 }
 
 impl std::fmt::Debug for WorkerScratch {
@@ -196,6 +198,7 @@ impl WorkerScratch {
             trace: sink.map_or_else(TraceRecorder::disabled, |s| s.recorder(worker)),
             repo: None,
             blob_buf: Vec::new(),
+            git_diff: crate::git::added::DiffScratch::default(),
         }
     }
 }

@@ -47,6 +47,13 @@ pub(super) fn run(
     shared
         .rules
         .scan(&buf, chunk.owned(), &mut sc.rules, &mut sc.matches);
+    if let Some(git) = obj.desc().git.as_deref() {
+        // A git blob read by what it adds: only secrets touching an added
+        // byte (`git/added.rs`).
+        let base = chunk.base_offset;
+        sc.matches
+            .retain(|m| git.reports(base + m.secret_start as u64, base + m.secret_end as u64));
+    }
     if !sc.matches.is_empty() {
         sc.counters.raw_findings += sc.matches.len() as u64;
         if let Some(p) = &shared.progress {
@@ -106,6 +113,10 @@ fn scan_decoded(shared: &Shared, obj: &ObjectRef, buf: &[u8], chunk: &ChunkSpan,
     };
     level.scan(buf, chunk.owned(), 0, None, &mut chain, &mut hits);
     sc.counters.decoded_spans += level.decoded_spans;
+    if let Some(git) = obj.desc().git.as_deref() {
+        let base = chunk.base_offset;
+        hits.retain(|h| git.reports(base + h.span.0 as u64, base + h.span.1 as u64));
+    }
     if hits.is_empty() {
         return;
     }

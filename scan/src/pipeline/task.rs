@@ -156,6 +156,14 @@ pub enum FetchState {
         /// The chunk plan so far.
         chunks: ChunkCursor,
     },
+    /// A git blob read only by the windows around what it adds against its
+    /// base (`git/added.rs`).
+    Added {
+        /// The blob's bytes.
+        data: Vec<u8>,
+        /// The windows still to scan.
+        windows: crate::git::added::Windows,
+    },
     /// An archive member, streamed.
     Member {
         /// The archive stack; its innermost cursor's current member is this

@@ -4,11 +4,13 @@
 //! with the commit that wrote the blob holding it, and the path.
 //!
 //! The rules of attribution are scan/GIT.md's ("What is scanned, and which
-//! commit a finding names"): every blob is scanned once, a finding names the
-//! commit that introduced its blob, a secret that moves into a new blob (the
-//! file was edited around it) is reported again for that blob's commit, and
-//! a blob no commit reaches is reported with the commit `unreachable` and the
-//! blob id as its path.
+//! commit a finding names"): every blob is scanned once, only for what it
+//! adds against its first parent's blob at its path, so a finding names the
+//! commit that added the secret's line; a blob no commit reaches is
+//! reported with the commit `unreachable` and the blob id as its path. With
+//! `--whole-blobs` a secret that moves into a new blob (the file was edited
+//! around it) is reported again for that blob's commit: those findings are
+//! marked [`Expected::whole_blobs_only`].
 //!
 //! Each round plants one secret per scenario ([`SCENARIOS`]). The objects of
 //! the first half of the rounds are packed (`git repack -a -d`), the rest
@@ -45,7 +47,8 @@ pub const SCENARIOS: &[&str] = &[
 ];
 
 /// How many commits a `many-commits` secret lives through (each edits the
-/// file around it, so each writes a new blob holding it).
+/// file around it, so each writes a new blob holding it: reported once by
+/// default, at the first, and once per blob with `--whole-blobs`).
 pub const MANY_COMMITS: usize = 4;
 
 /// One finding `scan git --all-objects` must report.
@@ -66,6 +69,10 @@ pub struct Expected {
     pub scenario: String,
     /// `packed` or `loose`: where the blob's object is stored.
     pub storage: String,
+    /// Reported only by `scan git --whole-blobs`: the secret's line is
+    /// unchanged from the first parent's blob at this path, so the default
+    /// scan (what each blob adds) reports it at an earlier commit only.
+    pub whole_blobs_only: bool,
 }
 
 /// The contents of [`HISTORY_TRUTH`].
@@ -219,6 +226,7 @@ pub fn generate_history(repo: &Path, seed: u64, rounds: usize) -> io::Result<His
                 line: line.to_owned(),
                 scenario: scenario.to_owned(),
                 storage: storage.to_owned(),
+                whole_blobs_only: false,
             });
         };
         let dir = format!("r{round}");
@@ -343,6 +351,9 @@ pub fn generate_history(repo: &Path, seed: u64, rounds: usize) -> io::Result<His
                 (rule, &secret, &line),
                 "many-commits",
             );
+            // Only the first revision adds the secret's line.
+            let last = expected.last_mut().expect("just pushed");
+            last.whole_blobs_only = k > 0;
         }
 
         // A blob written to the object database and never committed
@@ -360,6 +371,7 @@ pub fn generate_history(repo: &Path, seed: u64, rounds: usize) -> io::Result<His
             line,
             scenario: "unreachable-blob".into(),
             storage: "loose".into(),
+            whole_blobs_only: false,
         };
         expected.push(e);
 
