@@ -188,8 +188,16 @@ impl Prefilter {
 /// Lanes of the shift-or state: the first `LANES` bytes of each keyword are
 /// filtered, longer keywords are checked in full on verification.
 const LANES: usize = 8;
-/// Buckets: bit `b` of every lane belongs to bucket `b`.
-const BUCKETS: usize = 8;
+/// Words of the shift-or state. Each `u64` word is a filter of its own:
+/// `LANES` lanes of eight bits, one bit per bucket, shifted by eight bits
+/// per byte. The words share the class pair (one table entry holds a word
+/// for each), so a second word doubles the buckets at the cost of one more
+/// shift, OR and AND per byte, and halves the keywords per bucket.
+const WORDS: usize = 2;
+/// Buckets of one word.
+const WORD_BUCKETS: usize = 8;
+/// Buckets: bit `b % 8` of every lane of word `b / 8` belongs to bucket `b`.
+const BUCKETS: usize = WORD_BUCKETS * WORDS;
 /// Bits of a byte class; the filter's domain is a pair of classes.
 const CLASS_BITS: usize = 5;
 const DOMAIN: usize = 1 << (2 * CLASS_BITS);
@@ -198,38 +206,61 @@ const BLOCK: usize = 8;
 /// A candidate shows as a clear bit in the top lane.
 const TOP: u64 = 0xff << (8 * (LANES - 1));
 
+/// One table entry or state: a `u64` per word.
+type State = [u64; WORDS];
+
 /// One shift-or stream: the state and the class pair ending at the last
 /// byte read.
 #[derive(Debug, Clone, Copy)]
 struct Stream {
-    d: u64,
+    d: State,
     pair: u32,
 }
 
+/// AND of the words: a clear bit in its top lane is a candidate in some
+/// word.
+#[inline(always)]
+fn and_words(d: &State) -> u64 {
+    d.iter().fold(!0, |a, &w| a & w)
+}
+
 /// Maps a byte to one of 32 classes: each letter (either case) has its own
-/// class, then digits, `_`, `-`, `.`, `:` with `/`, and everything else.
-/// (32 classes keep the pair table at 8 KiB, inside L1.)
+/// class but `z`, which shares `q`'s (the two rarest letters), then digits,
+/// `_`, `-`, `.`, `:` with `/`, `$`, and everything else. (32 classes keep
+/// the pair table at 16 KiB, inside L1.) `$` has a class of its own because
+/// the password-hash keywords `$1$`, `$5$`, ... are otherwise "other,
+/// digit, other", a shape that `(1)`, `[0]` and most binary data (every
+/// `.pyc` file) are full of: with `$` among the other bytes those keywords
+/// passed about 10 positions per KB of a `.pyc` file, where the rest of
+/// the keywords pass about 0.5.
 const fn byte_class(c: u8) -> u8 {
     let c = c.to_ascii_lowercase();
     match c {
-        b'a'..=b'z' => c - b'a',
-        b'0'..=b'9' => 26,
-        b'_' => 27,
-        b'-' => 28,
-        b'.' => 29,
-        b':' | b'/' => 30,
+        b'z' => b'q' - b'a',
+        b'a'..=b'y' => c - b'a',
+        b'0'..=b'9' => LETTER_CLASSES,
+        b'_' => LETTER_CLASSES + 1,
+        b'-' => LETTER_CLASSES + 2,
+        b'.' => LETTER_CLASSES + 3,
+        b':' | b'/' => LETTER_CLASSES + 4,
+        b'$' => LETTER_CLASSES + 5,
         _ => 31,
     }
 }
+
+/// Classes `0..LETTER_CLASSES` are letters (25: `z` shares `q`'s class);
+/// the digits' class comes next, then `_`'s.
+const LETTER_CLASSES: u8 = 25;
+const _: () = assert!(byte_class(b'y') == LETTER_CLASSES - 1 && byte_class(b'$') < 31);
 
 /// Every class may precede the keyword: the default.
 pub(crate) const ANY: u32 = !0;
 /// Classes of the bytes that are not ASCII letters (digits, `_`, `-`, `.`,
 /// `:` and `/`, and everything else, non-ASCII bytes included).
-pub(crate) const NOT_LETTER: u32 = !((1 << 26) - 1);
+pub(crate) const NOT_LETTER: u32 = !((1 << LETTER_CLASSES) - 1);
 /// Classes of the bytes that are not ASCII word characters
 /// (`[A-Za-z0-9_]`).
-pub(crate) const NOT_WORD: u32 = !((1 << 28) - 1);
+pub(crate) const NOT_WORD: u32 = !((1 << (LETTER_CLASSES + 2)) - 1);
 /// The class a hit at the start of the buffer counts as preceded by: the
 /// "everything else" class, which [`NOT_LETTER`] and [`NOT_WORD`] allow
 /// (a regex's `^` and `\b` see no letter there either).
@@ -267,13 +298,16 @@ const CLASSES: [u8; 256] = {
 /// first byte. Classes fold ASCII case, so no lowercased copy is needed.
 #[derive(Debug)]
 struct ShiftOr {
-    table: Vec<u64>,
-    /// `index[b * 256 + c]`: keywords of bucket `b` whose first byte
-    /// (lowercase) is `c`.
-    index: Vec<Vec<u32>>,
+    table: Vec<State>,
+    /// The keywords of bucket `b` whose first byte (lowercase) is `c`:
+    /// `ids[starts[b * 256 + c]..starts[b * 256 + c + 1]]` (one flat array:
+    /// a `Vec` per slot took 24 bytes each, 98 KB for 16 buckets, and
+    /// every candidate read one).
+    starts: Vec<u32>,
+    ids: Vec<u32>,
     /// OR of every table entry: clear exactly in the lanes that match
     /// anything (past the end of a bucket's shortest keyword).
-    flush: u64,
+    flush: State,
 }
 
 impl ShiftOr {
@@ -294,46 +328,63 @@ impl ShiftOr {
             .map(|&id| (patterns[id as usize].len(), after[id as usize]))
             .collect();
         let bounds = bucket_bounds(&sorted);
-        let mut table = vec![!0u64; DOMAIN];
+        let mut table = vec![[!0u64; WORDS]; DOMAIN];
         let mut index = vec![Vec::new(); BUCKETS * 256];
         for (i, &id) in ids.iter().enumerate() {
             let b = bounds.partition_point(|&end| end <= i);
+            let (w, wb) = (b / WORD_BUCKETS, b % WORD_BUCKETS);
             let p = &patterns[id as usize];
             index[b * 256 + p[0] as usize].push(id);
             for j in 0..LANES {
-                let bit = !(1u64 << (8 * j + b));
+                let bit = !(1u64 << (8 * j + wb));
                 match (j, p.get(j)) {
-                    (_, None) => table.iter_mut().for_each(|t| *t &= bit),
+                    (_, None) => table.iter_mut().for_each(|t| t[w] &= bit),
                     (0, Some(&c)) => {
                         // Lane 0 sees the pair (byte before, first byte).
                         let cur = CLASSES[c as usize] as usize;
                         for prev in 0..1 << CLASS_BITS {
                             if after[id as usize] & (1 << prev) != 0 {
-                                table[(prev << CLASS_BITS) | cur] &= bit;
+                                table[(prev << CLASS_BITS) | cur][w] &= bit;
                             }
                         }
                     }
                     (_, Some(&c)) => {
                         let prev = CLASSES[p[j - 1] as usize] as usize;
-                        table[(prev << CLASS_BITS) | CLASSES[c as usize] as usize] &= bit;
+                        table[(prev << CLASS_BITS) | CLASSES[c as usize] as usize][w] &= bit;
                     }
                 }
             }
         }
-        let flush = table.iter().fold(0u64, |acc, &t| acc | t);
+        let mut starts = Vec::with_capacity(index.len() + 1);
+        let mut flat = Vec::with_capacity(patterns.len());
+        for slot in &index {
+            starts.push(flat.len() as u32);
+            flat.extend_from_slice(slot);
+        }
+        starts.push(flat.len() as u32);
+        let mut flush = [0u64; WORDS];
+        for t in &table {
+            for (f, &x) in flush.iter_mut().zip(t) {
+                *f |= x;
+            }
+        }
         ShiftOr {
             table,
-            index,
+            starts,
+            ids: flat,
             flush,
         }
     }
 
     /// One step: shift in byte `c` (class pair with the previous byte).
     #[inline(always)]
-    fn step(table: &[u64], st: &mut Stream, c: u8) {
+    fn step(table: &[State], st: &mut Stream, c: u8) {
         let cur = u32::from(CLASSES[c as usize]);
         st.pair = ((st.pair << CLASS_BITS) | cur) & (DOMAIN as u32 - 1);
-        st.d = (st.d << 8) | table[st.pair as usize];
+        let t = &table[st.pair as usize];
+        for (d, &x) in st.d.iter_mut().zip(t) {
+            *d = (*d << 8) | x;
+        }
     }
 
     /// Eight steps over `block` (at `base` in `hay`) with one branch; on a
@@ -342,12 +393,14 @@ impl ShiftOr {
     fn block(&self, hay: &Hay, base: usize, st: &mut Stream, hits: &mut Vec<(u32, usize)>) {
         let table = &self.table[..DOMAIN];
         let start = *st;
-        let mut all = !0u64;
+        let mut all = [!0u64; WORDS];
         for &c in &hay.bytes[base..base + BLOCK] {
             Self::step(table, st, c);
-            all &= st.d;
+            for (a, &d) in all.iter_mut().zip(&st.d) {
+                *a &= d;
+            }
         }
-        if all & TOP != TOP {
+        if and_words(&all) & TOP != TOP {
             self.replay(hay, base, base + BLOCK, start, hits);
         }
     }
@@ -365,8 +418,8 @@ impl ShiftOr {
         let table = &self.table[..DOMAIN];
         for (t, &c) in hay.bytes.iter().enumerate().take(to).skip(from) {
             Self::step(table, &mut st, c);
-            if st.d & TOP != TOP && t + 1 >= LANES {
-                self.verify(hay, t + 1 - LANES, st.d, hits);
+            if and_words(&st.d) & TOP != TOP && t + 1 >= LANES {
+                self.verify(hay, t + 1 - LANES, &st.d, hits);
             }
         }
         st
@@ -389,7 +442,7 @@ impl ShiftOr {
         let n = bytes.len();
         // The stream starting at 0 starts after the byte before `hay`.
         let fresh = Stream {
-            d: !0,
+            d: [!0; WORDS],
             pair: u32::from(prev),
         };
         // Two independent streams, A over the first half and B over the
@@ -399,7 +452,7 @@ impl ShiftOr {
         let half = (n / 2) / BLOCK * BLOCK;
         let mut a = fresh;
         let mut b = Stream {
-            d: !0,
+            d: [!0; WORDS],
             pair: bytes
                 .get(half.wrapping_sub(1))
                 .map_or(0, |&c| u32::from(CLASSES[c as usize])),
@@ -425,23 +478,30 @@ impl ShiftOr {
         // Flush: shift in "anything" so keywords shorter than LANES that end
         // near the end of `hay` reach the top lane.
         for t in n..n + LANES - 1 {
-            b.d = (b.d << 8) | self.flush;
-            if b.d & TOP != TOP && t + 1 >= LANES {
-                self.verify(&hay, t + 1 - LANES, b.d, hits);
+            for (d, &f) in b.d.iter_mut().zip(&self.flush) {
+                *d = (*d << 8) | f;
+            }
+            if and_words(&b.d) & TOP != TOP && t + 1 >= LANES {
+                self.verify(&hay, t + 1 - LANES, &b.d, hits);
             }
         }
     }
 
     #[cold]
-    fn verify(&self, hay: &Hay, start: usize, d: u64, hits: &mut Vec<(u32, usize)>) {
+    fn verify(&self, hay: &Hay, start: usize, d: &State, hits: &mut Vec<(u32, usize)>) {
         let bytes = hay.bytes;
-        let mut buckets = !(d >> (8 * (LANES - 1))) & 0xff;
+        // Bit b: bucket b's top lane is clear.
+        let mut buckets = d.iter().enumerate().fold(0u32, |acc, (w, &x)| {
+            acc | ((!(x >> (8 * (LANES - 1))) & 0xff) as u32) << (WORD_BUCKETS * w)
+        });
         let first = bytes[start].to_ascii_lowercase() as usize;
         let before = 1u32 << class_before(bytes, hay.prev, start);
         while buckets != 0 {
             let b = buckets.trailing_zeros() as usize;
             buckets &= buckets - 1;
-            for &id in &self.index[b * 256 + first] {
+            let slot = b * 256 + first;
+            let (lo, hi) = (self.starts[slot] as usize, self.starts[slot + 1] as usize);
+            for &id in &self.ids[lo..hi] {
                 let p = &hay.patterns[id as usize];
                 if bytes.len() - start >= p.len()
                     && hay.after[id as usize] & before != 0
@@ -464,7 +524,7 @@ const PAIR_RATE: f64 = 1.0 / 200.0;
 /// where a keyword must start a word), each further lane `k` pairs.
 fn bucket_cost(k: usize, len: usize, after: u32) -> f64 {
     let k = k as f64;
-    let first = (k / 26.0).min(1.0) * if after == ANY { 1.0 } else { 0.2 };
+    let first = (k / f64::from(LETTER_CLASSES)).min(1.0) * if after == ANY { 1.0 } else { 0.2 };
     let depth = len.clamp(1, LANES) as i32 - 1;
     first * (k * PAIR_RATE).min(1.0).powi(depth)
 }
@@ -667,6 +727,56 @@ mod tests {
         }
         out.sort_unstable();
         out
+    }
+
+    #[test]
+    fn every_bucket_of_a_large_keyword_set_finds_what_brute_force_finds() {
+        // Enough keywords (lengths 2 to 20, every context mask) to fill
+        // every bucket of every word of the shift-or state.
+        use crate::rules::template::Rng;
+        let mut rng = Rng::new(17);
+        let alphabet = b"abcdefghijklmnopqrstuvwxyz0123456789_-.:/$";
+        let mut kws: Vec<Vec<u8>> = Vec::new();
+        while kws.len() < 300 {
+            let len = rng.range(2, 20);
+            let k: Vec<u8> = (0..len).map(|_| *rng.pick(alphabet)).collect();
+            if !kws.contains(&k) {
+                kws.push(k);
+            }
+        }
+        let masks = [ANY, NOT_LETTER, NOT_WORD];
+        let after: Vec<u32> = kws.iter().map(|_| *rng.pick(&masks)).collect();
+        let pf = Prefilter::new(kws.clone(), after.clone(), Some(PrefilterKind::ShiftOr));
+        let Engine::ShiftOr(so) = &pf.engine else {
+            panic!("shift-or forced")
+        };
+        let used: std::collections::BTreeSet<usize> = (0..BUCKETS)
+            .filter(|b| so.starts[b * 256] < so.starts[(b + 1) * 256])
+            .collect();
+        assert_eq!(used.len(), BUCKETS, "every bucket holds keywords");
+        let mut total = 0;
+        for len in [0, 1, 7, 8, 9, 63, 500, 2000] {
+            let mut hay: Vec<u8> = (0..len)
+                .map(|_| *rng.pick(b"abcdefghijklmnopqrstuvwxyzABC 0123_-.:/$\n"))
+                .collect();
+            for _ in 0..len / 10 {
+                let k = rng.pick(&kws).clone();
+                if len >= k.len() {
+                    let at = rng.range(0, len - k.len());
+                    hay[at..at + k.len()].copy_from_slice(&k);
+                }
+            }
+            for prev in [None, Some(b'q')] {
+                let want = brute(&kws, &after, &hay, prev);
+                let mut got = Vec::new();
+                pf.find_all(&hay, prev, &mut got);
+                got.sort_unstable();
+                assert_eq!(got, want, "{len} bytes, byte before {prev:?}");
+                total += want.len();
+            }
+        }
+        // 134 (first run).
+        assert!(total > 100, "{total} hits: the haystacks hold keywords");
     }
 
     #[test]
