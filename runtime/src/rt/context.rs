@@ -4,11 +4,11 @@
 use std::fmt;
 use std::future::Future;
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 
 use magpie_core::park::{Parker, Unparker};
-use magpie_core::sync::atomic::{AtomicBool, Ordering};
+use magpie_core::sync::atomic::{AtomicU8, Ordering};
 
 use super::{coop, park, Handle, Runtime, RuntimeThread, CURRENT, IN_RUNTIME};
 use crate::time;
@@ -81,7 +81,7 @@ impl Handle {
         let _enter = RuntimeThread::enter(self);
         let inner = &self.inner;
         let parker = Parker::new();
-        let wake = Arc::new(ThreadWaker::new(parker.unparker()));
+        let wake = Arc::new(ThreadWaker::new(parker.unparker(), inner));
         let waker = Waker::from(wake.clone());
         let mut cx = Context::from_waker(&waker);
         let mut future = std::pin::pin!(future);
@@ -93,12 +93,15 @@ impl Handle {
             // Woken during the poll (a yield, say): poll again without
             // counting as idle, so a paused clock does not move under a
             // future that is still running.
-            if wake.take_woken() {
+            if !wake.try_begin_idle() {
+                wake.take_woken();
                 continue;
             }
             park::release(inner);
             parker.park();
-            park::inhibit(inner);
+            if !wake.end_idle() {
+                park::inhibit(inner);
+            }
             wake.take_woken();
         }
     }
@@ -123,23 +126,59 @@ impl Drop for Busy<'_> {
 }
 
 /// Wakes a thread blocked in `block_on`, and notes that it did.
+///
+/// With a paused clock a `block_on` that is polling holds off auto-advance
+/// (`park::inhibit`); while it waits it does not. Between a wake and the
+/// woken thread's own `inhibit` the runtime would look idle, and a worker
+/// could move the clock past the deadlines the woken future is about to
+/// read. So a wake that finds the thread waiting (`IDLE`) inhibits on its
+/// behalf and hands that count over (`HANDED`); the thread, on waking, takes
+/// it instead of inhibiting again.
 pub(super) struct ThreadWaker {
     unparker: Unparker,
-    woken: AtomicBool,
+    rt: Weak<super::RtShared>,
+    state: AtomicU8,
 }
 
+/// A wake came since the poll began (cleared by `take_woken`).
+const WOKEN: u8 = 1;
+/// The thread is waiting, its own inhibitor released (`try_begin_idle` to
+/// `end_idle`).
+const IDLE: u8 = 2;
+/// A waker inhibited for the waiting thread; `end_idle` takes the count.
+const HANDED: u8 = 4;
+
 impl ThreadWaker {
-    pub(super) fn new(unparker: Unparker) -> Self {
+    pub(super) fn new(unparker: Unparker, rt: &Arc<super::RtShared>) -> Self {
         Self {
             unparker,
-            woken: AtomicBool::new(false),
+            rt: Arc::downgrade(rt),
+            state: AtomicU8::new(0),
         }
     }
 
     /// Whether a wake came since the last call (and clears the note).
     pub(super) fn take_woken(&self) -> bool {
         // Relaxed: only a hint about idleness; the parker orders the wake.
-        self.woken.swap(false, Ordering::Relaxed)
+        self.state.fetch_and(!WOKEN, Ordering::Relaxed) & WOKEN != 0
+    }
+
+    /// The polling thread is about to release its inhibitor and park: marks
+    /// it waiting, unless a wake came since the poll began (`false`: poll
+    /// again, still inhibiting).
+    pub(super) fn try_begin_idle(&self) -> bool {
+        // AcqRel: pairs with the waker's CAS (a wake that lost this race is
+        // seen as WOKEN here; one after it sees IDLE).
+        self.state
+            .compare_exchange(0, IDLE, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// The thread woke from its wait. Returns whether a waker inhibited for
+    /// it (then it must not inhibit again: the count is its own now).
+    pub(super) fn end_idle(&self) -> bool {
+        // AcqRel: pairs with the waker's CAS that set HANDED.
+        self.state.fetch_and(!(IDLE | HANDED), Ordering::AcqRel) & HANDED != 0
     }
 }
 
@@ -149,7 +188,29 @@ impl Wake for ThreadWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::Relaxed);
+        // Inhibit first, then look: the count is never missing between the
+        // hand-over and the woken thread's poll. Not handed over (the thread
+        // is polling, or a wake already handed one): give it back.
+        let rt = self.rt.upgrade();
+        if let Some(rt) = &rt {
+            park::inhibit(rt);
+        }
+        let mut cur = self.state.load(Ordering::Relaxed);
+        let handed = loop {
+            let hand = rt.is_some() && cur & IDLE != 0 && cur & HANDED == 0;
+            let next = cur | WOKEN | if hand { HANDED } else { 0 };
+            // AcqRel: pairs with `try_begin_idle` and `end_idle`.
+            match self
+                .state
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Relaxed)
+            {
+                Ok(_) => break hand,
+                Err(actual) => cur = actual,
+            }
+        };
         self.unparker.unpark();
+        if let (Some(rt), false) = (&rt, handed) {
+            park::release(rt);
+        }
     }
 }

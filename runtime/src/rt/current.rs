@@ -204,7 +204,7 @@ impl CurrentCore {
     ) -> Option<F::Output> {
         let inner = &handle.inner;
         let parker = Parker::new();
-        let wake = Arc::new(ThreadWaker::new(parker.unparker()));
+        let wake = Arc::new(ThreadWaker::new(parker.unparker(), inner));
         let waker = Waker::from(wake.clone());
         let mut cx = Context::from_waker(&waker);
         park::inhibit(inner);
@@ -227,9 +227,15 @@ impl CurrentCore {
                     break None;
                 }
             }
+            if !wake.try_begin_idle() {
+                wake.take_woken();
+                continue;
+            }
             park::release(inner);
             parker.park();
-            park::inhibit(inner);
+            if !wake.end_idle() {
+                park::inhibit(inner);
+            }
             if !inner.sched.is_done() && self.has_worker() {
                 wake.take_woken();
                 break None;

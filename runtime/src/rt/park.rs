@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use magpie_core::coalesce::Coalesce;
 use magpie_core::park::ParkResult;
 use magpie_core::sync::atomic::{fence, AtomicUsize, Ordering};
 
@@ -25,6 +26,9 @@ pub(super) struct TimerPark {
     /// run: a `block_on` polling its future, a running `spawn_blocking`
     /// closure, a `block_in_place` section.
     inhibit: AtomicUsize,
+    /// One auto-advance at a time, and one more for every participant that
+    /// went idle during it (`try_auto_advance`).
+    advance: Coalesce,
 }
 
 impl TimerPark {
@@ -32,6 +36,7 @@ impl TimerPark {
         Self {
             holder: AtomicUsize::new(NO_HOLDER),
             inhibit: AtomicUsize::new(0),
+            advance: Coalesce::new(),
         }
     }
 }
@@ -218,17 +223,32 @@ pub(super) fn release(inner: &RtShared) {
 
 /// Auto-advance (tokio's `start_paused` rule): every worker parked, nothing
 /// queued, no inhibitor running: jump the paused clock to the next deadline
-/// and fire it. Each participant checks after registering as idle, so the
+/// and fire it. Each participant asks after registering as idle, so the
 /// last one to go idle sees the others.
+///
+/// The check and the advance run as one job of `TimerPark::advance`
+/// (`magpie_core::coalesce`): one participant at a time, and once more for
+/// each that went idle meanwhile. Two at once both saw "everybody idle"; the
+/// first fired a timer and the second, not yet seeing the woken task (still
+/// in the first one's wake batch), moved the clock on to the next deadline,
+/// so the woken task read a later time than its own deadline.
+/// Returns whether this call's runs fired a timer (`false` also when another
+/// participant's run answers the request).
 fn try_auto_advance(inner: &RtShared) -> bool {
-    // SeqCst: pairs with the SeqCst RMW in `release` and orders this
-    // worker's own idle registration (prepare_park) before the loads.
-    fence(Ordering::SeqCst);
-    if inner.ext.timer_park.inhibit.load(Ordering::Relaxed) != 0
-        || inner.sched.idle.num_parked() < inner.sched.workers
-        || inner.sched.has_visible_work()
-    {
-        return false;
-    }
-    inner.driver.auto_advance_if_idle()
+    let mut fired = false;
+    inner.ext.timer_park.advance.request(|| {
+        // SeqCst: pairs with the SeqCst RMW in `release` and orders this
+        // worker's own idle registration (prepare_park) before the loads.
+        // The requests of other participants are ordered before the loads
+        // by the coalescer's Acquire (README, C2 and C4).
+        fence(Ordering::SeqCst);
+        if inner.ext.timer_park.inhibit.load(Ordering::Relaxed) != 0
+            || inner.sched.idle.num_parked() < inner.sched.workers
+            || inner.sched.has_visible_work()
+        {
+            return;
+        }
+        fired |= inner.driver.auto_advance_if_idle();
+    });
+    fired
 }
