@@ -36,7 +36,10 @@ pub enum PrefilterKind {
 
 #[derive(Debug)]
 enum Engine {
-    ShiftOr(ShiftOr),
+    /// Eight buckets (one state word).
+    ShiftOr1(ShiftOr<1>),
+    /// Sixteen buckets (two state words).
+    ShiftOr2(ShiftOr<2>),
     Teddy(Vec<(packed::Searcher, Vec<u32>)>),
     Dfa(AhoCorasick),
     Empty,
@@ -78,7 +81,7 @@ impl Prefilter {
             ids.chunks(TEDDY_GROUP).map(<[u32]>::to_vec).collect()
         };
         if force.is_none() || force == Some(PrefilterKind::ShiftOr) {
-            let engine = Engine::ShiftOr(ShiftOr::new(&patterns, &after));
+            let engine = shift_or(&patterns, &after, None);
             return Prefilter {
                 patterns,
                 after,
@@ -134,7 +137,7 @@ impl Prefilter {
 
     pub fn kind(&self) -> PrefilterKind {
         match self.engine {
-            Engine::ShiftOr(_) => PrefilterKind::ShiftOr,
+            Engine::ShiftOr1(_) | Engine::ShiftOr2(_) => PrefilterKind::ShiftOr,
             Engine::Teddy(_) => PrefilterKind::Teddy,
             _ => PrefilterKind::Dfa,
         }
@@ -143,7 +146,7 @@ impl Prefilter {
     /// True when [`find_all`](Self::find_all) wants the haystack
     /// ASCII-lowercased first.
     pub fn needs_folding(&self) -> bool {
-        !matches!(self.engine, Engine::ShiftOr(_))
+        !matches!(self.engine, Engine::ShiftOr1(_) | Engine::ShiftOr2(_))
     }
 
     /// Appends `(pattern, position)` for every keyword occurrence in `hay`
@@ -154,7 +157,8 @@ impl Prefilter {
         let prev = prev.map_or(START, |c| CLASSES[c as usize]);
         match &self.engine {
             Engine::Empty => {}
-            Engine::ShiftOr(so) => so.find_all(&self.patterns, &self.after, hay, prev, hits),
+            Engine::ShiftOr1(so) => so.find_all(&self.patterns, &self.after, hay, prev, hits),
+            Engine::ShiftOr2(so) => so.find_all(&self.patterns, &self.after, hay, prev, hits),
             Engine::Teddy(searchers) => {
                 for (s, ids) in searchers {
                     let mut at = 0;
@@ -188,16 +192,18 @@ impl Prefilter {
 /// Lanes of the shift-or state: the first `LANES` bytes of each keyword are
 /// filtered, longer keywords are checked in full on verification.
 const LANES: usize = 8;
-/// Words of the shift-or state. Each `u64` word is a filter of its own:
-/// `LANES` lanes of eight bits, one bit per bucket, shifted by eight bits
-/// per byte. The words share the class pair (one table entry holds a word
-/// for each), so a second word doubles the buckets at the cost of one more
-/// shift, OR and AND per byte, and halves the keywords per bucket.
-const WORDS: usize = 2;
+/// Most words of the shift-or state. Each `u64` word is a filter of its
+/// own: `LANES` lanes of eight bits, one bit per bucket, shifted by eight
+/// bits per byte. The words share the class pair (one table entry holds a
+/// word for each), so a second word doubles the buckets at the cost of one
+/// more shift, OR and AND per byte, and halves the keywords per bucket.
+/// Which pays depends on the keyword set ([`shift_or`]).
+const MAX_WORDS: usize = 2;
 /// Buckets of one word.
 const WORD_BUCKETS: usize = 8;
-/// Buckets: bit `b % 8` of every lane of word `b / 8` belongs to bucket `b`.
-const BUCKETS: usize = WORD_BUCKETS * WORDS;
+/// Most buckets: bit `b % 8` of every lane of word `b / 8` belongs to
+/// bucket `b`.
+const MAX_BUCKETS: usize = WORD_BUCKETS * MAX_WORDS;
 /// Bits of a byte class; the filter's domain is a pair of classes.
 const CLASS_BITS: usize = 5;
 const DOMAIN: usize = 1 << (2 * CLASS_BITS);
@@ -207,20 +213,20 @@ const BLOCK: usize = 8;
 const TOP: u64 = 0xff << (8 * (LANES - 1));
 
 /// One table entry or state: a `u64` per word.
-type State = [u64; WORDS];
+type State<const W: usize> = [u64; W];
 
 /// One shift-or stream: the state and the class pair ending at the last
 /// byte read.
 #[derive(Debug, Clone, Copy)]
-struct Stream {
-    d: State,
+struct Stream<const W: usize> {
+    d: State<W>,
     pair: u32,
 }
 
 /// AND of the words: a clear bit in its top lane is a candidate in some
 /// word.
 #[inline(always)]
-fn and_words(d: &State) -> u64 {
+fn and_words<const W: usize>(d: &State<W>) -> u64 {
     d.iter().fold(!0, |a, &w| a & w)
 }
 
@@ -297,8 +303,8 @@ const CLASSES: [u8; 256] = {
 /// candidate start `t - 7`, verified against the bucket's keywords with that
 /// first byte. Classes fold ASCII case, so no lowercased copy is needed.
 #[derive(Debug)]
-struct ShiftOr {
-    table: Vec<State>,
+struct ShiftOr<const W: usize> {
+    table: Vec<State<W>>,
     /// The keywords of bucket `b` whose first byte (lowercase) is `c`:
     /// `ids[starts[b * 256 + c]..starts[b * 256 + c + 1]]` (one flat array:
     /// a `Vec` per slot took 24 bytes each, 98 KB for 16 buckets, and
@@ -307,29 +313,55 @@ struct ShiftOr {
     ids: Vec<u32>,
     /// OR of every table entry: clear exactly in the lanes that match
     /// anything (past the end of a bucket's shortest keyword).
-    flush: State,
+    flush: State<W>,
 }
 
-impl ShiftOr {
-    fn new(patterns: &[Vec<u8>], after: &[u32]) -> ShiftOr {
-        // Keywords with the same context set and similar lengths share a
-        // bucket (sorted by context set, then length, then bytes), and
-        // `bucket_bounds` cuts the sorted list where the filter passes the
-        // fewest non-matches: short keywords fill only the lanes they
-        // have, so a bucket holding them must hold few.
-        let mut ids: Vec<u32> = (0..patterns.len() as u32).collect();
-        ids.sort_by(|&a, &b| {
-            let (pa, pb) = (&patterns[a as usize], &patterns[b as usize]);
-            let (ka, kb) = (after[a as usize], after[b as usize]);
-            (ka, pa.len().min(LANES), pa).cmp(&(kb, pb.len().min(LANES), pb))
-        });
-        let sorted: Vec<(usize, u32)> = ids
-            .iter()
-            .map(|&id| (patterns[id as usize].len(), after[id as usize]))
-            .collect();
-        let bounds = bucket_bounds(&sorted);
-        let mut table = vec![[!0u64; WORDS]; DOMAIN];
-        let mut index = vec![Vec::new(); BUCKETS * 256];
+/// The extra estimated pass rate (keyword candidates per byte, by
+/// [`bucket_cost`]) that eight more buckets must save before a second state
+/// word pays for its shift, OR and AND on every byte. Set between the two
+/// keyword sets it was calibrated on (2026-11-28, callgrind, one worker, a
+/// 94 MB eighth of the Python standard library): the built-in rules' 707
+/// keywords are estimated to pass 0.098 per byte in 8 buckets and 0.0048 in
+/// 16 (a saving of 0.093), and their filter cost the same instructions with
+/// one word or two (1.50 G against 1.48 G); gitleaks' config's 244 keywords
+/// pass 0.011 and 0.0013 (a saving of 0.0094), and its second word cost
+/// 0.50 G more (1.65 G against 1.15 G, 8 % of the whole scan).
+const SECOND_WORD_SAVING: f64 = 0.03;
+
+/// The shift-or engine for `patterns`: keywords with the same context set
+/// and similar lengths share a bucket (sorted by context set, then length,
+/// then bytes), and [`bucket_bounds`] cuts the sorted list where the filter
+/// passes the fewest non-matches (short keywords fill only the lanes they
+/// have, so a bucket holding them must hold few). Sixteen buckets when
+/// they pass [`SECOND_WORD_SAVING`] fewer positions than eight, else eight;
+/// `words` forces one or two (tests).
+fn shift_or(patterns: &[Vec<u8>], after: &[u32], words: Option<usize>) -> Engine {
+    let mut ids: Vec<u32> = (0..patterns.len() as u32).collect();
+    ids.sort_by(|&a, &b| {
+        let (pa, pb) = (&patterns[a as usize], &patterns[b as usize]);
+        let (ka, kb) = (after[a as usize], after[b as usize]);
+        (ka, pa.len().min(LANES), pa).cmp(&(kb, pb.len().min(LANES), pb))
+    });
+    let sorted: Vec<(usize, u32)> = ids
+        .iter()
+        .map(|&id| (patterns[id as usize].len(), after[id as usize]))
+        .collect();
+    let (one, one_cost) = bucket_bounds(&sorted, WORD_BUCKETS);
+    let (two, two_cost) = bucket_bounds(&sorted, MAX_BUCKETS);
+    if words.map_or(one_cost - two_cost > SECOND_WORD_SAVING, |w| w == 2) {
+        Engine::ShiftOr2(ShiftOr::new(patterns, after, &ids, &two))
+    } else {
+        Engine::ShiftOr1(ShiftOr::new(patterns, after, &ids, &one))
+    }
+}
+
+impl<const W: usize> ShiftOr<W> {
+    /// `ids`: the keywords in bucket order; `bounds`: where each of the
+    /// `W * 8` buckets ends in it.
+    fn new(patterns: &[Vec<u8>], after: &[u32], ids: &[u32], bounds: &[usize]) -> Self {
+        debug_assert_eq!(bounds.len(), W * WORD_BUCKETS);
+        let mut table = vec![[!0u64; W]; DOMAIN];
+        let mut index = vec![Vec::new(); W * WORD_BUCKETS * 256];
         for (i, &id) in ids.iter().enumerate() {
             let b = bounds.partition_point(|&end| end <= i);
             let (w, wb) = (b / WORD_BUCKETS, b % WORD_BUCKETS);
@@ -362,7 +394,7 @@ impl ShiftOr {
             flat.extend_from_slice(slot);
         }
         starts.push(flat.len() as u32);
-        let mut flush = [0u64; WORDS];
+        let mut flush = [0u64; W];
         for t in &table {
             for (f, &x) in flush.iter_mut().zip(t) {
                 *f |= x;
@@ -378,7 +410,7 @@ impl ShiftOr {
 
     /// One step: shift in byte `c` (class pair with the previous byte).
     #[inline(always)]
-    fn step(table: &[State], st: &mut Stream, c: u8) {
+    fn step(table: &[State<W>], st: &mut Stream<W>, c: u8) {
         let cur = u32::from(CLASSES[c as usize]);
         st.pair = ((st.pair << CLASS_BITS) | cur) & (DOMAIN as u32 - 1);
         let t = &table[st.pair as usize];
@@ -390,10 +422,10 @@ impl ShiftOr {
     /// Eight steps over `block` (at `base` in `hay`) with one branch; on a
     /// possible candidate, replays the block checking each step.
     #[inline(always)]
-    fn block(&self, hay: &Hay, base: usize, st: &mut Stream, hits: &mut Vec<(u32, usize)>) {
+    fn block(&self, hay: &Hay, base: usize, st: &mut Stream<W>, hits: &mut Vec<(u32, usize)>) {
         let table = &self.table[..DOMAIN];
         let start = *st;
-        let mut all = [!0u64; WORDS];
+        let mut all = [!0u64; W];
         for &c in &hay.bytes[base..base + BLOCK] {
             Self::step(table, st, c);
             for (a, &d) in all.iter_mut().zip(&st.d) {
@@ -412,9 +444,9 @@ impl ShiftOr {
         hay: &Hay,
         from: usize,
         to: usize,
-        mut st: Stream,
+        mut st: Stream<W>,
         hits: &mut Vec<(u32, usize)>,
-    ) -> Stream {
+    ) -> Stream<W> {
         let table = &self.table[..DOMAIN];
         for (t, &c) in hay.bytes.iter().enumerate().take(to).skip(from) {
             Self::step(table, &mut st, c);
@@ -442,7 +474,7 @@ impl ShiftOr {
         let n = bytes.len();
         // The stream starting at 0 starts after the byte before `hay`.
         let fresh = Stream {
-            d: [!0; WORDS],
+            d: [!0; W],
             pair: u32::from(prev),
         };
         // Two independent streams, A over the first half and B over the
@@ -452,7 +484,7 @@ impl ShiftOr {
         let half = (n / 2) / BLOCK * BLOCK;
         let mut a = fresh;
         let mut b = Stream {
-            d: [!0; WORDS],
+            d: [!0; W],
             pair: bytes
                 .get(half.wrapping_sub(1))
                 .map_or(0, |&c| u32::from(CLASSES[c as usize])),
@@ -488,7 +520,7 @@ impl ShiftOr {
     }
 
     #[cold]
-    fn verify(&self, hay: &Hay, start: usize, d: &State, hits: &mut Vec<(u32, usize)>) {
+    fn verify(&self, hay: &Hay, start: usize, d: &State<W>, hits: &mut Vec<(u32, usize)>) {
         let bytes = hay.bytes;
         // Bit b: bucket b's top lane is clear.
         let mut buckets = d.iter().enumerate().fold(0u32, |acc, (w, &x)| {
@@ -529,44 +561,72 @@ fn bucket_cost(k: usize, len: usize, after: u32) -> f64 {
     first * (k * PAIR_RATE).min(1.0).powi(depth)
 }
 
+/// Most places [`bucket_bounds`] considers for a cut, besides the places
+/// where the keyword length or context set changes. The search is quadratic
+/// in them: over every keyword of the 658 built-in rules it took 278 M
+/// instructions (about 0.1 s of CPU) at every start of the scanner, most of
+/// the time of a scan of an empty directory.
+const MAX_CUTS: usize = 128;
+
 /// Cuts `sorted` (keyword length and context set, in bucket order) into at
-/// most [`BUCKETS`] contiguous runs with the least total [`bucket_cost`];
-/// returns the end index of each run.
-fn bucket_bounds(sorted: &[(usize, u32)]) -> Vec<usize> {
+/// most `buckets` contiguous runs with the least total [`bucket_cost`];
+/// returns the end index of each run and that total. Exact up to [`MAX_CUTS`] keywords;
+/// above that, runs end only where the length or context set changes or on
+/// a grid of about `MAX_CUTS` places (the cost model is an estimate, so the
+/// best cut on the grid is as good a guess as the best cut anywhere).
+fn bucket_bounds(sorted: &[(usize, u32)], buckets: usize) -> (Vec<usize>, f64) {
     let n = sorted.len();
-    // best[b][j]: least cost of the first j keywords in b + 1 runs;
-    // cut[b][j]: where the last of those runs starts.
-    let mut best = vec![vec![f64::INFINITY; n + 1]; BUCKETS];
-    let mut cut = vec![vec![0usize; n + 1]; BUCKETS];
-    for b in 0..BUCKETS {
-        for j in 0..=n {
-            // The run i..j, grown leftwards.
+    let step = n.div_ceil(MAX_CUTS).max(1);
+    let key = |i: usize| (sorted[i].0.min(LANES), sorted[i].1);
+    // The places a run may start or end, ascending, 0 and n included.
+    let places: Vec<usize> = (0..=n)
+        .filter(|&i| i == 0 || i == n || i % step == 0 || key(i) != key(i - 1))
+        .collect();
+    let m = places.len();
+    // Shortest length and context set of the keywords between two places.
+    let seg: Vec<(usize, u32)> = places
+        .windows(2)
+        .map(|w| {
+            sorted[w[0]..w[1]]
+                .iter()
+                .fold((LANES, 0u32), |(l, a), &(len, after)| {
+                    (l.min(len), a | after)
+                })
+        })
+        .collect();
+    // best[b][q]: least cost of the keywords before places[q] in b + 1
+    // runs; cut[b][q]: the place where the last of those runs starts.
+    let mut best = vec![vec![f64::INFINITY; m]; buckets];
+    let mut cut = vec![vec![0usize; m]; buckets];
+    for b in 0..buckets {
+        for q in 0..m {
+            // The run places[p]..places[q], grown leftwards.
             let (mut len, mut after) = (LANES, 0u32);
-            for i in (0..=j).rev() {
-                if i < j {
-                    len = len.min(sorted[i].0);
-                    after |= sorted[i].1;
+            for p in (0..=q).rev() {
+                if p < q {
+                    len = len.min(seg[p].0);
+                    after |= seg[p].1;
                 }
                 let before = match b {
-                    0 if i > 0 => continue,
+                    0 if p > 0 => continue,
                     0 => 0.0,
-                    _ => best[b - 1][i],
+                    _ => best[b - 1][p],
                 };
-                let c = before + bucket_cost(j - i, len, after);
-                if c < best[b][j] {
-                    best[b][j] = c;
-                    cut[b][j] = i;
+                let c = before + bucket_cost(places[q] - places[p], len, after);
+                if c < best[b][q] {
+                    best[b][q] = c;
+                    cut[b][q] = p;
                 }
             }
         }
     }
-    let mut ends = vec![n; BUCKETS];
-    let mut j = n;
-    for b in (0..BUCKETS).rev() {
-        ends[b] = j;
-        j = cut[b][j];
+    let mut ends = vec![n; buckets];
+    let mut q = m - 1;
+    for b in (0..buckets).rev() {
+        ends[b] = places[q];
+        q = cut[b][q];
     }
-    ends
+    (ends, best[buckets - 1][m - 1])
 }
 
 /// What the shift-or filter searches and verifies against.
@@ -746,28 +806,45 @@ mod tests {
         }
         let masks = [ANY, NOT_LETTER, NOT_WORD];
         let after: Vec<u32> = kws.iter().map(|_| *rng.pick(&masks)).collect();
-        let pf = Prefilter::new(kws.clone(), after.clone(), Some(PrefilterKind::ShiftOr));
-        let Engine::ShiftOr(so) = &pf.engine else {
-            panic!("shift-or forced")
-        };
-        let used: std::collections::BTreeSet<usize> = (0..BUCKETS)
-            .filter(|b| so.starts[b * 256] < so.starts[(b + 1) * 256])
-            .collect();
-        assert_eq!(used.len(), BUCKETS, "every bucket holds keywords");
+        for words in [1, 2] {
+            let pf = Prefilter {
+                engine: shift_or(&kws, &after, Some(words)),
+                patterns: kws.clone(),
+                after: after.clone(),
+                prefixes: Vec::new(),
+            };
+            let (buckets, used) = match &pf.engine {
+                Engine::ShiftOr1(so) => (WORD_BUCKETS, so.used_buckets()),
+                Engine::ShiftOr2(so) => (MAX_BUCKETS, so.used_buckets()),
+                _ => panic!("shift-or forced"),
+            };
+            assert_eq!(buckets, words * WORD_BUCKETS);
+            assert_eq!(used, buckets, "every bucket holds keywords");
+            check_against_brute(&pf, &kws, &after, &mut rng);
+        }
+    }
+
+    /// Haystacks of several lengths, keywords planted, against brute force.
+    fn check_against_brute(
+        pf: &Prefilter,
+        kws: &[Vec<u8>],
+        after: &[u32],
+        rng: &mut crate::rules::template::Rng,
+    ) {
         let mut total = 0;
         for len in [0, 1, 7, 8, 9, 63, 500, 2000] {
             let mut hay: Vec<u8> = (0..len)
                 .map(|_| *rng.pick(b"abcdefghijklmnopqrstuvwxyzABC 0123_-.:/$\n"))
                 .collect();
             for _ in 0..len / 10 {
-                let k = rng.pick(&kws).clone();
+                let k = rng.pick(kws).clone();
                 if len >= k.len() {
                     let at = rng.range(0, len - k.len());
                     hay[at..at + k.len()].copy_from_slice(&k);
                 }
             }
             for prev in [None, Some(b'q')] {
-                let want = brute(&kws, &after, &hay, prev);
+                let want = brute(kws, after, &hay, prev);
                 let mut got = Vec::new();
                 pf.find_all(&hay, prev, &mut got);
                 got.sort_unstable();
@@ -833,5 +910,111 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// [`SECOND_WORD_SAVING`] sits between its two calibration sets: the
+    /// built-in rules get sixteen buckets, gitleaks' config eight.
+    #[test]
+    fn the_built_in_rules_get_two_state_words_and_gitleaks_config_one() {
+        use crate::rules::RuleSet;
+        let words = |rs: &RuleSet| match rs.pf.engine {
+            Engine::ShiftOr1(_) => 1,
+            Engine::ShiftOr2(_) => 2,
+            _ => 0,
+        };
+        assert_eq!(words(&RuleSet::builtin()), 2);
+        let config = include_str!("../../tests/data/gitleaks-default.toml");
+        let rs = RuleSet::from_specs(RuleSet::load_toml(config).unwrap()).unwrap();
+        assert_eq!(words(&rs), 1);
+    }
+
+    impl<const W: usize> ShiftOr<W> {
+        fn used_buckets(&self) -> usize {
+            (0..W * WORD_BUCKETS)
+                .filter(|b| self.starts[b * 256] < self.starts[(b + 1) * 256])
+                .count()
+        }
+    }
+
+    /// The cost of cutting `sorted` at `ends`, by [`bucket_cost`].
+    fn cost_of(sorted: &[(usize, u32)], ends: &[usize]) -> f64 {
+        let mut start = 0;
+        ends.iter()
+            .map(|&end| {
+                let run = &sorted[start..end];
+                start = end;
+                let len = run.iter().map(|r| r.0).min().unwrap_or(LANES).min(LANES);
+                let after = run.iter().fold(0, |a, r| a | r.1);
+                bucket_cost(run.len(), len, after)
+            })
+            .sum()
+    }
+
+    /// The exact search over every cut (what `bucket_bounds` did before
+    /// [`MAX_CUTS`]): the reference for the grid.
+    fn exact_cost(sorted: &[(usize, u32)]) -> f64 {
+        let n = sorted.len();
+        let mut best = vec![vec![f64::INFINITY; n + 1]; MAX_BUCKETS];
+        for b in 0..MAX_BUCKETS {
+            for j in 0..=n {
+                let (mut len, mut after) = (LANES, 0u32);
+                for i in (0..=j).rev() {
+                    if i < j {
+                        len = len.min(sorted[i].0);
+                        after |= sorted[i].1;
+                    }
+                    let before = match b {
+                        0 if i > 0 => continue,
+                        0 => 0.0,
+                        _ => best[b - 1][i],
+                    };
+                    best[b][j] = best[b][j].min(before + bucket_cost(j - i, len, after));
+                }
+            }
+        }
+        best[MAX_BUCKETS - 1][n]
+    }
+
+    /// Keyword lengths and context sets in bucket order, as `ShiftOr::new`
+    /// sorts them: two context sets, lengths 3-12 drawn from a fixed seed.
+    fn synthetic(n: usize) -> Vec<(usize, u32)> {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut v: Vec<(usize, u32)> = (0..n)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (
+                    3 + (x % 10) as usize,
+                    if i % 3 == 0 { NOT_WORD } else { ANY },
+                )
+            })
+            .collect();
+        v.sort_by_key(|&(len, after)| (after, len.min(LANES)));
+        v
+    }
+
+    #[test]
+    fn bucket_cuts_are_exact_up_to_max_cuts_and_near_exact_above() {
+        for n in [1, 7, MAX_CUTS] {
+            let sorted = synthetic(n);
+            let (ends, cost) = bucket_bounds(&sorted, MAX_BUCKETS);
+            assert_eq!(ends.len(), MAX_BUCKETS);
+            assert!((cost - cost_of(&sorted, &ends)).abs() <= 1e-12 * cost.max(1e-12));
+            assert_eq!(*ends.last().unwrap(), n);
+            let (got, want) = (cost_of(&sorted, &ends), exact_cost(&sorted));
+            assert!(
+                (got - want).abs() <= 1e-12 * want.max(1e-12),
+                "n = {n}: {got} vs {want}"
+            );
+        }
+        // Above MAX_CUTS the cuts lie on the grid or where the key changes,
+        // and cost at most 5 % more than the exact search's.
+        let n = 5 * MAX_CUTS;
+        let sorted = synthetic(n);
+        let (ends, _) = bucket_bounds(&sorted, MAX_BUCKETS);
+        assert!(ends.windows(2).all(|w| w[0] <= w[1]) && ends[MAX_BUCKETS - 1] == n);
+        let (got, want) = (cost_of(&sorted, &ends), exact_cost(&sorted));
+        assert!(got <= 1.05 * want, "grid {got} vs exact {want}");
     }
 }
