@@ -12,11 +12,12 @@
 mod process_support;
 
 use std::sync::mpsc;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use magpie_runtime::process::{
     Event, Pid, ProcessRuntime, StepOutput, DEFAULT_EVENT_BUDGET, SEND_PUNISH_THRESHOLD,
+    SEND_RESUME_DEPTH,
 };
 use process_support::Script;
 
@@ -154,6 +155,71 @@ fn a_flooding_sender_s_receiver_stays_within_the_threshold_on_one_worker() {
 #[test]
 fn a_flooding_sender_s_receiver_stays_within_the_threshold_on_two_workers() {
     flooding_sender(2);
+}
+
+#[test]
+fn a_throttled_sender_waits_for_the_resume_depth() {
+    // One worker, so the counts are exact: the counter takes 64 events a
+    // step; the sender's steps send nothing until the counter is down to
+    // SEND_RESUME_DEPTH, then fill it past the threshold in one step.
+    let n = 16 * T;
+    let rt = rt(1);
+    let (tx, rx) = mpsc::channel();
+    let mut got = 0u64;
+    let counter = rt
+        .spawn(
+            Script::new(move |events, out: &mut StepOutput<'_, u64>| {
+                got += events.count() as u64;
+                if got == n {
+                    tx.send(()).unwrap();
+                }
+                out.idle();
+            }),
+            "main",
+            None,
+        )
+        .unwrap();
+    let per_step: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let log = per_step.clone();
+    let (mut sent, mut started) = (0u64, false);
+    let sender = rt
+        .spawn(
+            Script::new(move |events, out: &mut StepOutput<'_, u64>| {
+                started |= events.count() > 0;
+                if started && sent < n {
+                    let before = sent;
+                    flood(out, counter, &mut sent, n);
+                    log.lock().unwrap().push(sent - before);
+                    if sent < n {
+                        return out.keep_running();
+                    }
+                }
+                out.idle();
+            }),
+            "main",
+            None,
+        )
+        .unwrap();
+    rt.send(sender, 0).unwrap();
+    rx.recv_timeout(HANG).unwrap();
+    rt.shutdown(SHUTDOWN);
+    let steps = per_step.lock().unwrap().clone();
+    assert_eq!(steps.iter().sum::<u64>(), n);
+    assert_eq!(steps[0], T + 1, "the first step fills past the threshold");
+    let bursts: Vec<u64> = steps.iter().copied().filter(|&k| k > 0).collect();
+    let (last, full) = bursts.split_last().unwrap();
+    let least = T + 1 - SEND_RESUME_DEPTH as u64;
+    assert!(
+        full.iter().all(|&k| k >= least),
+        "a step that sends sends at least {least}: {bursts:?}"
+    );
+    assert!(*last > 0);
+    let throttled = steps.iter().filter(|&&k| k == 0).count();
+    assert!(
+        throttled >= bursts.len() - 1,
+        "steps waiting for the drain: {throttled} for {} bursts",
+        bursts.len()
+    );
 }
 
 #[test]

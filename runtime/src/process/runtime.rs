@@ -51,6 +51,11 @@ pub const DEFAULT_EVENT_BUDGET: usize = 64;
 /// are 16 steps' worth of events for the receiver at the default budget, and
 /// 32 queue blocks (24 KiB of 24-byte slots for `u64` messages).
 pub const SEND_PUNISH_THRESHOLD: usize = 1024;
+/// The depth a mailbox a sender was charged for must drain to before the
+/// sender's steps start without the charge (README.md, "Back-pressure",
+/// step 4): half the threshold, so a throttled sender then sends about
+/// this many messages in one step instead of one message a step.
+pub const SEND_RESUME_DEPTH: usize = SEND_PUNISH_THRESHOLD / 2;
 /// Steps between two looks at the timer wheel.
 const TIMER_CHECK_INTERVAL: u32 = 61;
 /// Slots of a worker's send cache (a power of two): the cell of PID `p` is
@@ -255,9 +260,12 @@ struct Rare<M: Send + 'static> {
     /// it, so `close` runs once).
     closing: Option<Body<M>>,
     /// The mailbox a send of this process was last charged for (README.md,
-    /// "Back-pressure"), while `Body::pressured`. Weak: no cycle between
-    /// processes that flood each other.
-    pressure: Option<Weak<Cell<M>>>,
+    /// "Back-pressure"), while `Body::pressured`. Strong, so a throttled
+    /// step reads its depth without touching its reference count (whose
+    /// line the receiver's worker writes); cleared when the pressure lifts
+    /// and when this process ends, so processes that flood each other leave
+    /// no cycle behind.
+    pressure: Option<Arc<Cell<M>>>,
 }
 
 impl<M: Send + 'static> Default for Rare<M> {
@@ -722,6 +730,7 @@ impl<M: Send + 'static> Inner<M> {
             let rare = meta.rare();
             rare.exited = Some(reason.clone());
             rare.pending.clear();
+            rare.pressure = None;
             let links = std::mem::take(&mut rare.links);
             let monitors = std::mem::take(&mut rare.monitors);
             let close_now = meta.live_children == 0;
@@ -1167,9 +1176,10 @@ fn send_charge(budget: usize, depth: u64) -> usize {
 }
 
 /// The charge a step of `cell` starts with (README.md, "Back-pressure",
-/// step 4): the depth, now, of the mailbox an earlier step's send was
-/// charged for, while it is past the threshold. A mailbox back under it, or
-/// closed, lifts the pressure.
+/// step 4): at least the whole budget while the mailbox an earlier step's
+/// send was charged for is deeper than [`SEND_RESUME_DEPTH`] (more if it is
+/// past the threshold still). A mailbox drained to that depth, or closed,
+/// lifts the pressure.
 #[cold]
 fn carried_charge<M: Send + 'static>(cell: &Cell<M>, budget: usize, pressured: &mut bool) -> usize {
     let mut meta = lock(&cell.meta);
@@ -1177,15 +1187,17 @@ fn carried_charge<M: Send + 'static>(cell: &Cell<M>, budget: usize, pressured: &
         *pressured = false;
         return 0;
     };
-    let target = rare.pressure.as_ref().and_then(Weak::upgrade);
-    let charge = target
+    let depth = rare
+        .pressure
+        .as_ref()
         .filter(|t| !t.mailbox.is_closed())
-        .map_or(0, |t| send_charge(budget, t.mailbox.len() as u64));
-    if charge == 0 {
-        rare.pressure = None;
-        *pressured = false;
+        .map_or(0, |t| t.mailbox.len());
+    if depth > SEND_RESUME_DEPTH {
+        return budget.max(send_charge(budget, depth as u64));
     }
-    charge
+    rare.pressure = None;
+    *pressured = false;
+    0
 }
 
 /// Publishes `msgs` (messages to `to` a step kept back) with one
@@ -1644,6 +1656,7 @@ impl<M: Send + 'static> ProcessRuntime<M> {
                         let rare = meta.rare();
                         rare.exited = Some(ExitReason::Forced);
                         rare.closing = body;
+                        rare.pressure = None;
                     }
                     Counters::add(&inner.shared_ctr().forced, 1);
                     inner.run_close(&cell);
@@ -2106,7 +2119,7 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     out.end_sends();
     if let Some((_, target)) = out.pressure.take() {
         // Cold: only a step charged for a deep mailbox gets here.
-        lock(&cell.meta).rare().pressure = Some(Arc::downgrade(&target));
+        lock(&cell.meta).rare().pressure = Some(target);
         body.pressured = true;
     }
     let (commands, status) = (std::mem::take(&mut out.commands), out.status);
