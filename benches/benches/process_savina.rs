@@ -37,10 +37,13 @@ static REC: Recorder = Recorder::new();
 /// Criterion's minimum; one iteration is a whole run of 0.1-4 s.
 const SAMPLES: usize = 10;
 
+/// A peer's name and the function that runs the workload once on it.
+type Run = (&'static str, fn() -> Duration);
+
 /// One workload's runs, one per peer.
 struct Workload {
     name: &'static str,
-    runs: [(&'static str, fn() -> Duration); 5],
+    runs: [Run; 5],
 }
 
 const WORKLOADS: [Workload; 5] = [
