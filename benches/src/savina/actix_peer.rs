@@ -14,7 +14,9 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 
 use std::sync::Arc;
 
-use super::{check, Neighbours, BIG, BIG_PINGS, BIG_SUM, COUNT, FORK, FORK_SUM, HOPS, PING, RING};
+use super::{
+    big_pings, big_sum, check, hops, round_trips, Neighbours, BIG, COUNT, FORK, FORK_SUM, RING,
+};
 
 const PEER: &str = "actix";
 
@@ -97,7 +99,7 @@ struct Hit(u64);
 impl Handler<Hit> for Ping {
     type Result = ();
     fn handle(&mut self, Hit(n): Hit, ctx: &mut Context<Self>) {
-        if n == PING {
+        if n == round_trips() {
             self.done.send(n).unwrap();
         } else {
             self.pong.do_send(Ball(n + 1, ctx.address()));
@@ -116,7 +118,7 @@ pub fn ping_pong(arbiters: usize) -> Duration {
         ping.do_send(Hit(0));
         let got = rx.recv().await.unwrap();
         let t = start.elapsed();
-        check("ping-pong", PEER, got, PING);
+        check("ping-pong", PEER, got, round_trips());
         t
     })
 }
@@ -215,7 +217,7 @@ impl Handler<Next> for Node {
 impl Handler<Token> for Node {
     type Result = ();
     fn handle(&mut self, Token(m): Token, _ctx: &mut Context<Self>) {
-        if m == HOPS {
+        if m == hops() {
             self.done.send(m).unwrap();
         } else {
             let next = self.next.as_ref().expect("successor set first");
@@ -244,7 +246,7 @@ pub fn ring(arbiters: usize) -> Duration {
         nodes[0].do_send(Token(0));
         let got = rx.recv().await.unwrap();
         let t = start.elapsed();
-        check("thread-ring", PEER, got, HOPS);
+        check("thread-ring", PEER, got, hops());
         t
     })
 }
@@ -386,7 +388,7 @@ impl Handler<BigPong> for BigProc {
     type Result = ();
     fn handle(&mut self, _pong: BigPong, _ctx: &mut Context<Self>) {
         self.pongs += 1;
-        if self.pongs == BIG_PINGS {
+        if self.pongs == big_pings() {
             self.sink.do_send(Id(self.pongs));
         } else {
             self.ping();
@@ -427,7 +429,7 @@ pub fn big(arbiters: usize) -> Duration {
         }
         let got = rx.recv().await.unwrap();
         let t = start.elapsed();
-        check("big", PEER, got, BIG_SUM);
+        check("big", PEER, got, big_sum());
         t
     })
 }

@@ -14,7 +14,8 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use std::sync::Arc;
 
 use super::{
-    check, tokio_rt, Neighbours, BIG, BIG_PINGS, BIG_SUM, COUNT, FORK, FORK_SUM, HOPS, PING, RING,
+    big_pings, big_sum, check, hops, round_trips, tokio_rt, Neighbours, BIG, COUNT, FORK, FORK_SUM,
+    RING,
 };
 
 const PEER: &str = "kameo";
@@ -50,7 +51,7 @@ struct Hit(u64);
 impl Message<Hit> for Ping {
     type Reply = ();
     async fn handle(&mut self, Hit(n): Hit, ctx: &mut Context<Self, ()>) {
-        if n == PING {
+        if n == round_trips() {
             self.done.send(n).unwrap();
         } else {
             self.pong
@@ -74,7 +75,7 @@ pub fn ping_pong() -> Duration {
         ping.tell(Hit(0)).await.unwrap();
         let got = rx.recv().await.unwrap();
         let t = start.elapsed();
-        check("ping-pong", PEER, got, PING);
+        check("ping-pong", PEER, got, round_trips());
         ping.kill();
         pong.kill();
         t
@@ -161,7 +162,7 @@ impl Message<Next> for Node {
 impl Message<Token> for Node {
     type Reply = ();
     async fn handle(&mut self, Token(m): Token, _ctx: &mut Context<Self, ()>) {
-        if m == HOPS {
+        if m == hops() {
             self.done.send(m).unwrap();
         } else {
             let next = self.next.as_ref().expect("successor set first");
@@ -191,7 +192,7 @@ pub fn ring() -> Duration {
         nodes[0].tell(Token(0)).await.unwrap();
         let got = rx.recv().await.unwrap();
         let t = start.elapsed();
-        check("thread-ring", PEER, got, HOPS);
+        check("thread-ring", PEER, got, hops());
         for node in &nodes {
             node.kill();
         }
@@ -322,7 +323,7 @@ impl Message<BigPong> for BigProc {
     type Reply = ();
     async fn handle(&mut self, _pong: BigPong, _ctx: &mut Context<Self, ()>) {
         self.pongs += 1;
-        if self.pongs == BIG_PINGS {
+        if self.pongs == big_pings() {
             self.sink.tell(Id(self.pongs)).await.unwrap();
         } else {
             self.ping().await;
@@ -362,7 +363,7 @@ pub fn big() -> Duration {
         }
         let got = rx.recv().await.unwrap();
         let t = start.elapsed();
-        check("big", PEER, got, BIG_SUM);
+        check("big", PEER, got, big_sum());
         for p in procs.iter() {
             p.kill();
         }

@@ -9,7 +9,8 @@ use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
 use std::sync::Arc;
 
 use super::{
-    check, tokio_rt, Neighbours, BIG, BIG_PINGS, BIG_SUM, COUNT, FORK, FORK_SUM, HOPS, PING, RING,
+    big_pings, big_sum, check, hops, round_trips, tokio_rt, Neighbours, BIG, COUNT, FORK, FORK_SUM,
+    RING,
 };
 
 const PEER: &str = "ractor";
@@ -56,7 +57,7 @@ impl Actor for Ping {
         Ok(args)
     }
     async fn handle(&self, me: ActorRef<u64>, n: u64, s: &mut PingState) -> Reply {
-        if n == PING {
+        if n == round_trips() {
             s.done.send(n)?;
         } else {
             cast!(s.pong, (n + 1, me))?;
@@ -79,7 +80,7 @@ pub fn ping_pong() -> Duration {
         cast!(ping, 0).unwrap();
         let got = rx.recv().await.unwrap();
         let t = start.elapsed();
-        check("ping-pong", PEER, got, PING);
+        check("ping-pong", PEER, got, round_trips());
         ping.stop(None);
         pong.stop(None);
         t
@@ -175,7 +176,7 @@ impl Actor for Node {
     async fn handle(&self, _me: ActorRef<RingMsg>, msg: RingMsg, s: &mut NodeState) -> Reply {
         match msg {
             RingMsg::Next(next) => s.next = Some(next),
-            RingMsg::Token(m) if m == HOPS => s.done.send(m)?,
+            RingMsg::Token(m) if m == hops() => s.done.send(m)?,
             RingMsg::Token(m) => cast!(
                 s.next.as_ref().expect("successor set first"),
                 RingMsg::Token(m + 1)
@@ -200,7 +201,7 @@ pub fn ring() -> Duration {
         cast!(nodes[0], RingMsg::Token(0)).unwrap();
         let got = rx.recv().await.unwrap();
         let t = start.elapsed();
-        check("thread-ring", PEER, got, HOPS);
+        check("thread-ring", PEER, got, hops());
         for node in &nodes {
             node.stop(None);
         }
@@ -342,7 +343,7 @@ impl Actor for BigProc {
             )?,
             BigMsg::Pong => {
                 s.pongs += 1;
-                if s.pongs == BIG_PINGS {
+                if s.pongs == big_pings() {
                     cast!(s.sink, s.pongs)?;
                 } else {
                     s.ping()?;
@@ -379,7 +380,7 @@ pub fn big() -> Duration {
         }
         let got = rx.recv().await.unwrap();
         let t = start.elapsed();
-        check("big", PEER, got, BIG_SUM);
+        check("big", PEER, got, big_sum());
         for p in procs.iter() {
             p.stop(None);
         }

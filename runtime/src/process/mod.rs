@@ -63,7 +63,7 @@ pub use future_handler::future_handler;
 pub use runtime::sim;
 pub use runtime::{
     Builder, Completer, Handler, ProcessHandle, ProcessRuntime, ReplyTo, Request, SendWait,
-    ShutdownReport, StepOutput,
+    ShutdownReport, StepOutput, DEFAULT_EVENT_BUDGET, SEND_PUNISH_THRESHOLD, SEND_RESUME_DEPTH,
 };
 
 /// A correlation tag: the process picks one per yielded command and gets it

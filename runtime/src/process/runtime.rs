@@ -40,7 +40,22 @@ use crate::worker_id;
 
 /// Events one step takes at most (the fairness budget); a process with more
 /// queued goes to the back of its worker's ring and gets the rest later.
+/// It is also the step's budget of reductions (README.md, "Back-pressure").
 pub const DEFAULT_EVENT_BUDGET: usize = 64;
+/// Back-pressure on a fast sender (README.md, "Back-pressure"): a send from
+/// a step that leaves the receiver's mailbox holding more than this many
+/// messages costs the sender `budget * depth / SEND_PUNISH_THRESHOLD`
+/// reductions, so one such send spends the step's whole budget and
+/// [`StepOutput::should_yield`] turns true (BEAM charges a sender
+/// reductions in proportion to the receiver's queue length). 1024 messages
+/// are 16 steps' worth of events for the receiver at the default budget, and
+/// 32 queue blocks (24 KiB of 24-byte slots for `u64` messages).
+pub const SEND_PUNISH_THRESHOLD: usize = 1024;
+/// The depth a mailbox a sender was charged for must drain to before the
+/// sender's steps start without the charge (README.md, "Back-pressure",
+/// step 4): half the threshold, so a throttled sender then sends about
+/// this many messages in one step instead of one message a step.
+pub const SEND_RESUME_DEPTH: usize = SEND_PUNISH_THRESHOLD / 2;
 /// Steps between two looks at the timer wheel.
 const TIMER_CHECK_INTERVAL: u32 = 61;
 /// Slots of a worker's send cache (a power of two): the cell of PID `p` is
@@ -70,6 +85,11 @@ pub mod sim;
 struct SendBatch<M: Send + 'static> {
     to: Option<Pid>,
     msgs: Vec<Envelope<M>>,
+    /// The depth of `to`'s mailbox after the last message published to it
+    /// (its consumer may have taken some since: never less than the real
+    /// depth while this step is the only sender). Plus `msgs.len()`, the
+    /// depth the back-pressure charge uses for a message kept back.
+    depth: u64,
 }
 
 impl<M: Send + 'static> Default for SendBatch<M> {
@@ -77,6 +97,7 @@ impl<M: Send + 'static> Default for SendBatch<M> {
         Self {
             to: None,
             msgs: Vec::new(),
+            depth: 0,
         }
     }
 }
@@ -208,6 +229,10 @@ struct Body<M: Send + 'static> {
     /// How the last step ended: `Yield` (keep running) means the next entry
     /// steps even with no events.
     last_wait: Wait,
+    /// A send of an earlier step was charged for a deep mailbox, kept in
+    /// `Rare::pressure`: each step starts by charging its depth again
+    /// (README.md, "Back-pressure", step 4). In the body's padding.
+    pressured: bool,
 }
 
 struct Meta<M: Send + 'static> {
@@ -234,6 +259,13 @@ struct Rare<M: Send + 'static> {
     /// The body of an ended process, until its `close` runs (which takes
     /// it, so `close` runs once).
     closing: Option<Body<M>>,
+    /// The mailbox a send of this process was last charged for (README.md,
+    /// "Back-pressure"), while `Body::pressured`. Strong, so a throttled
+    /// step reads its depth without touching its reference count (whose
+    /// line the receiver's worker writes); cleared when the pressure lifts
+    /// and when this process ends, so processes that flood each other leave
+    /// no cycle behind.
+    pressure: Option<Arc<Cell<M>>>,
 }
 
 impl<M: Send + 'static> Default for Rare<M> {
@@ -245,6 +277,7 @@ impl<M: Send + 'static> Default for Rare<M> {
             monitors: Vec::new(),
             send_waiters: Vec::new(),
             closing: None,
+            pressure: None,
         }
     }
 }
@@ -491,7 +524,7 @@ impl<M: Send + 'static> Inner<M> {
         event: Envelope<M>,
         bounded: bool,
         sink: &mut Sink<'_, M>,
-    ) -> Result<(), (Envelope<M>, Refusal)> {
+    ) -> Result<u64, (Envelope<M>, Refusal)> {
         let bound = if bounded { cell.bound } else { None };
         match cell.mailbox.send(event, bound) {
             Ok(sent) => {
@@ -504,7 +537,7 @@ impl<M: Send + 'static> Inner<M> {
                 if sent.schedule {
                     self.schedule(cell.clone(), sink);
                 }
-                Ok(())
+                Ok(sent.depth)
             }
             Err(r) => Err((r.value, r.reason)),
         }
@@ -521,20 +554,21 @@ impl<M: Send + 'static> Inner<M> {
             self.count(sink, |c| &c.refused, 1);
             return Err(SendError::NoProcess(msg));
         };
-        self.send_to_cell(from, &cell, msg, sink)
+        self.send_to_cell(from, &cell, msg, sink).map(|_| ())
     }
 
+    /// Sends `msg` to `cell`; `Ok` holds the mailbox's depth after it.
     fn send_to_cell(
         &self,
         from: Option<Pid>,
         cell: &Arc<Cell<M>>,
         msg: M,
         sink: &mut Sink<'_, M>,
-    ) -> Result<(), SendError<M>> {
+    ) -> Result<u64, SendError<M>> {
         match self.deliver(cell, Envelope::Message { from, msg }, true, sink) {
-            Ok(()) => {
+            Ok(depth) => {
                 self.count(sink, |c| &c.sent, 1);
-                Ok(())
+                Ok(depth)
             }
             Err((ev, reason)) => {
                 self.count(sink, |c| &c.refused, 1);
@@ -564,6 +598,7 @@ impl<M: Send + 'static> Inner<M> {
         }
         let ev = Envelope::pack(Event::Completion { tag, result });
         self.deliver(&cell, ev, false, sink)
+            .map(|_| ())
             .map_err(|_| CompleteError::NoProcess)
     }
 
@@ -645,6 +680,7 @@ impl<M: Send + 'static> Inner<M> {
                 started: false,
                 cancel_delivered: false,
                 last_wait: Wait::Idle,
+                pressured: false,
             })),
             bound: opts.mailbox_bound,
             depth: parent.map_or(0, |p| p.depth + 1),
@@ -694,6 +730,7 @@ impl<M: Send + 'static> Inner<M> {
             let rare = meta.rare();
             rare.exited = Some(reason.clone());
             rare.pending.clear();
+            rare.pressure = None;
             let links = std::mem::take(&mut rare.links);
             let monitors = std::mem::take(&mut rare.monitors);
             let close_now = meta.live_children == 0;
@@ -825,6 +862,11 @@ pub struct StepOutput<'a, M: Send + 'static> {
     batch: &'a mut SendBatch<M>,
     commands: Vec<(Tag, Command<M>)>,
     status: Status<M>,
+    /// Reductions this step has used: one per event it was given, plus the
+    /// back-pressure charge of its sends (README.md, "Back-pressure").
+    reductions: usize,
+    /// The deepest mailbox a send of this step was charged for.
+    pressure: Option<(u64, Arc<Cell<M>>)>,
 }
 
 impl<M: Send + 'static> fmt::Debug for StepOutput<'_, M> {
@@ -885,10 +927,17 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
     /// link or monitor, and before the step ends (README.md, "Batched
     /// sends"); if `to` ends meanwhile they are dropped, as messages it
     /// accepted and never read would be.
+    ///
+    /// A send that leaves `to`'s mailbox holding more than
+    /// [`SEND_PUNISH_THRESHOLD`] messages costs this step its budget (see
+    /// [`should_yield`](Self::should_yield)); the message is sent all the
+    /// same.
     pub fn send(&mut self, to: Pid, msg: M) -> Result<(), SendError<M>> {
         let from = Some(self.cell.pid);
         if self.batch.to == Some(to) {
             self.batch.msgs.push(Envelope::Message { from, msg });
+            let depth = self.batch.depth + self.batch.msgs.len() as u64;
+            self.charge(depth, to);
             if self.batch.msgs.len() >= SEND_BATCH {
                 self.flush_sends();
             }
@@ -913,15 +962,67 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
         };
         let unbounded = cell.bound.is_none();
         let mut sink = Sink::Local(self.woken, self.worker);
-        let r = self.inner.send_to_cell(from, cell, msg, &mut sink);
-        match &r {
-            Err(SendError::NoProcess(_)) => self.cache.remove(to),
-            // Accepted by an unbounded mailbox: the next messages to `to`
-            // can wait for a batch.
-            Ok(()) if unbounded => self.batch.to = Some(to),
-            _ => {}
+        match self.inner.send_to_cell(from, cell, msg, &mut sink) {
+            Ok(depth) => {
+                if unbounded {
+                    // Accepted by an unbounded mailbox: the next messages
+                    // to `to` can wait for a batch.
+                    self.batch.to = Some(to);
+                    self.batch.depth = depth;
+                }
+                self.charge(depth, to);
+                Ok(())
+            }
+            Err(e) => {
+                if let SendError::NoProcess(_) = e {
+                    self.cache.remove(to);
+                }
+                Err(e)
+            }
         }
-        r
+    }
+
+    /// The back-pressure charge of a message that leaves its receiver's
+    /// mailbox `depth` deep (README.md, "Back-pressure"): nothing up to
+    /// [`SEND_PUNISH_THRESHOLD`], past it `budget * depth / threshold`
+    /// reductions, so at least the step's whole budget.
+    #[inline]
+    fn charge(&mut self, depth: u64, to: Pid) {
+        if depth > SEND_PUNISH_THRESHOLD as u64 {
+            self.charge_deep(depth, to);
+        }
+    }
+
+    #[cold]
+    fn charge_deep(&mut self, depth: u64, to: Pid) {
+        self.reductions = self
+            .reductions
+            .saturating_add(send_charge(self.inner.budget, depth));
+        if self.pressure.as_ref().is_none_or(|(d, _)| depth > *d) {
+            // `to` was just sent to, so the cache holds its cell.
+            if let Some(cell) = self.cache.get(to) {
+                self.pressure = Some((depth, cell.clone()));
+            }
+        }
+    }
+
+    /// Whether this step has used its budget of reductions: one per event
+    /// it was given, and a send's back-pressure charge (a send that leaves
+    /// its receiver holding more than [`SEND_PUNISH_THRESHOLD`] messages
+    /// spends the whole budget). Steps are not preempted, so a step that
+    /// sends in a loop asks this, stops, and calls
+    /// [`keep_running`](Self::keep_running): it goes to the back of the
+    /// queue and the receiver drains meanwhile, as a BEAM process that ran
+    /// out of reductions is scheduled out. Sends are never refused, delayed
+    /// or reordered by it.
+    pub fn should_yield(&self) -> bool {
+        self.reductions >= self.inner.budget
+    }
+
+    /// Reductions left in this step's budget (0 once
+    /// [`should_yield`](Self::should_yield) is true).
+    pub fn budget_left(&self) -> usize {
+        self.inner.budget.saturating_sub(self.reductions)
     }
 
     /// Publishes the messages kept back (README.md, "Batched sends"). The
@@ -943,9 +1044,9 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
             unreachable!("messages kept back with no target")
         };
         let mut sink = Sink::Local(self.woken, self.worker);
-        let accepted = flush_batch(self.inner, self.cache, to, &mut self.batch.msgs, &mut sink);
-        if !accepted {
-            self.batch.to = None;
+        match flush_batch(self.inner, self.cache, to, &mut self.batch.msgs, &mut sink) {
+            Some(depth) => self.batch.depth = depth,
+            None => self.batch.to = None,
         }
     }
 
@@ -1063,17 +1164,54 @@ impl<'a, M: Send + 'static> StepOutput<'a, M> {
     }
 }
 
+/// The back-pressure charge of a send that leaves its receiver `depth`
+/// deep (README.md, "Back-pressure"), in reductions: 0 up to
+/// [`SEND_PUNISH_THRESHOLD`], past it `budget * depth / threshold`.
+fn send_charge(budget: usize, depth: u64) -> usize {
+    if depth <= SEND_PUNISH_THRESHOLD as u64 {
+        return 0;
+    }
+    let cost = (budget as u64).saturating_mul(depth) / SEND_PUNISH_THRESHOLD as u64;
+    usize::try_from(cost).unwrap_or(usize::MAX)
+}
+
+/// The charge a step of `cell` starts with (README.md, "Back-pressure",
+/// step 4): at least the whole budget while the mailbox an earlier step's
+/// send was charged for is deeper than [`SEND_RESUME_DEPTH`] (more if it is
+/// past the threshold still). A mailbox drained to that depth, or closed,
+/// lifts the pressure.
+#[cold]
+fn carried_charge<M: Send + 'static>(cell: &Cell<M>, budget: usize, pressured: &mut bool) -> usize {
+    let mut meta = lock(&cell.meta);
+    let Some(rare) = meta.rare.as_mut() else {
+        *pressured = false;
+        return 0;
+    };
+    let depth = rare
+        .pressure
+        .as_ref()
+        .filter(|t| !t.mailbox.is_closed())
+        .map_or(0, |t| t.mailbox.len());
+    if depth > SEND_RESUME_DEPTH {
+        return budget.max(send_charge(budget, depth as u64));
+    }
+    rare.pressure = None;
+    *pressured = false;
+    0
+}
+
 /// Publishes `msgs` (messages to `to` a step kept back) with one
-/// `Mailbox::send_batch`. `false`: `to` has ended; the messages are dropped,
-/// as messages it had accepted and not read are (the step was told they
-/// were sent), and the cache forgets it.
+/// `Mailbox::send_batch`, and returns the mailbox's depth after them.
+/// `None`: `to` has ended; the messages are dropped, as messages it had
+/// accepted and not read are (the step was told they were sent), and the
+/// cache forgets it.
 fn flush_batch<M: Send + 'static>(
     inner: &Inner<M>,
     cache: &mut SendCache<M>,
     to: Pid,
     msgs: &mut Vec<Envelope<M>>,
     sink: &mut Sink<'_, M>,
-) -> bool {
+) -> Option<u64> {
     let n = msgs.len() as u64;
     // The batch's cell is cached: only a send to another PID replaces it,
     // and that send flushes first. A registry lookup covers the rest.
@@ -1085,7 +1223,7 @@ fn flush_batch<M: Send + 'static>(
                 msgs.clear();
                 inner.count(sink, |c| &c.sent, n);
                 inner.count(sink, |c| &c.batched, n);
-                return false;
+                return None;
             }
         },
     };
@@ -1100,12 +1238,12 @@ fn flush_batch<M: Send + 'static>(
             if sent.schedule {
                 inner.schedule(cell.clone(), sink);
             }
-            true
+            Some(sent.depth)
         }
         Err(_) => {
             msgs.clear();
             cache.remove(to);
-            false
+            None
         }
     }
 }
@@ -1518,6 +1656,7 @@ impl<M: Send + 'static> ProcessRuntime<M> {
                         let rare = meta.rare();
                         rare.exited = Some(ExitReason::Forced);
                         rare.closing = body;
+                        rare.pressure = None;
                     }
                     Counters::add(&inner.shared_ctr().forced, 1);
                     inner.run_close(&cell);
@@ -1957,6 +2096,8 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
         batch: &mut batch,
         commands: Vec::new(),
         status: Status::Idle,
+        reductions: events.len(),
+        pressure: None,
     };
     let body = token
         .body()
@@ -1965,6 +2106,10 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     if cancel_now {
         body.cancel_delivered = true;
     }
+    if body.pressured {
+        let carried = carried_charge(&cell, inner.budget, &mut body.pressured);
+        out.reductions = out.reductions.saturating_add(carried);
+    }
     let process = &mut body.process;
     let result = panic::catch_unwind(AssertUnwindSafe(|| {
         process.step(events.drain(..), &mut out)
@@ -1972,6 +2117,11 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     // Messages the step kept back go out before anything else it caused
     // (its commands, its exit), also after a panic: they were sent.
     out.end_sends();
+    if let Some((_, target)) = out.pressure.take() {
+        // Cold: only a step charged for a deep mailbox gets here.
+        lock(&cell.meta).rare().pressure = Some(target);
+        body.pressured = true;
+    }
     let (commands, status) = (std::mem::take(&mut out.commands), out.status);
     let wait = match (&result, &status) {
         (Ok(()), Status::Blocked) => Some(Wait::Blocked),
@@ -2129,6 +2279,11 @@ fn dispatch_commands<M: Send + 'static>(
                 match inner.driver.register(deadline, &waker) {
                     Some(key) => wake.registered(key),
                     None => {
+                        // Due already (a zero sleep). The sleeps due at or
+                        // before it that no timer pass has fired yet go
+                        // first, so a process's sleeps complete in deadline
+                        // order (the simulator's property 5).
+                        inner.driver.process(deadline);
                         let _ = inner.complete(pid, tag, Ok(Outcome::Done), sink);
                     }
                 }
@@ -2167,7 +2322,7 @@ fn dispatch_commands<M: Send + 'static>(
                     }),
                 });
                 match inner.deliver(&target, ev, true, sink) {
-                    Ok(()) => inner.count(sink, |c| &c.sent, 1),
+                    Ok(_) => inner.count(sink, |c| &c.sent, 1),
                     Err((ev, reason)) => {
                         inner.count(sink, |c| &c.refused, 1);
                         // Disarm the ReplyTo: the error below is the answer.

@@ -10,6 +10,15 @@
 //! processes that check per-sender FIFO on every message, forward some
 //! messages to random peers and yield some commands.
 //!
+//! Time is simulated: the runtime's timer driver runs on a paused clock
+//! that only the simulator moves, by whole milliseconds (1 ms on some moves
+//! while a timer is pending, and to the next deadline when every worker is
+//! parked, as a parked worker's timeout would). `Sleep` commands go through
+//! the real path (the timer wheel, `SleepWake`, the completer); the virtual
+//! workers fire due timers where the threaded loop does (every
+//! `TIMER_CHECK_INTERVAL` steps, when they find no work, and when a parked
+//! one times out because a deadline has passed).
+//!
 //! Checked on every run ([`ProcSimReport::violations`]):
 //! 1. every accepted message is delivered exactly once, in per-sender
 //!    order;
@@ -19,7 +28,14 @@
 //!    parked) no process holds an event without being stepped: every
 //!    mailbox is empty and every process IDLE or BLOCKED;
 //! 4. shutdown terminates: every process is closed once and every worker
-//!    leaves its loop.
+//!    leaves its loop;
+//! 5. sleeps (the [`Sleeps`](SimWorkload::Sleeps) workload): a sleep is
+//!    completed exactly once (property 2), never before its deadline (the
+//!    step that gets it reads the clock), and by the first timer pass at or
+//!    after its deadline (checked after every pass: fired exactly the
+//!    sleeps due by the clock), so sleeps fire in deadline order across
+//!    passes; one process's sleep completions arrive in deadline order, ties
+//!    in the wheel's order, which the same seed repeats.
 //!
 //! The trace digest (scheduler events plus each step's process and event
 //! count) is the same for the same seed.
@@ -33,12 +49,17 @@ use magpie_core::park::ParkResult;
 use magpie_core::process::Lifecycle;
 use magpie_core::rng::XorShift64;
 
-use super::{lock, Builder, Inner, ProcWorker, Sink};
+use super::{fire_timers, lock, Builder, Inner, ProcWorker, Sink, TIMER_CHECK_INTERVAL};
 use crate::process::{
     CompleteError, Completer, Event, Events, InitError, Outcome, Pid, Process, ProcessRuntime,
     SpawnOptions, StepOutput, Tag,
 };
 use crate::sched::{self, Found, ParkPrep, SchedEvent, TraceHooks};
+use crate::time::Driver;
+
+/// The longest sleep the [`Sleeps`](SimWorkload::Sleeps) workload yields,
+/// in simulated milliseconds (sleeps take 0 to this many).
+const MAX_SLEEP_MS: usize = 4;
 
 /// Knobs of one simulated run.
 #[derive(Clone, Debug)]
@@ -90,10 +111,17 @@ pub enum SimWorkload {
     /// One outside message to each process; each message received makes its
     /// receiver send one to a random peer.
     Big,
+    /// Sleeps mixed with messages: outside messages to random processes;
+    /// each message makes its receiver sleep 0 to `MAX_SLEEP_MS` simulated
+    /// milliseconds (some of them 0: completed at once) and sometimes pass a
+    /// message on; each sleep that ends makes it send one to a random peer.
+    /// Not in [`ALL`](SimWorkload::ALL): it has its own test.
+    Sleeps,
 }
 
 impl SimWorkload {
-    /// Every workload, for tests that run them all.
+    /// The general workload and the five Savina shapes, for tests that run
+    /// them all ([`Sleeps`](SimWorkload::Sleeps) is tested on its own).
     pub const ALL: [SimWorkload; 6] = [
         SimWorkload::Mixed,
         SimWorkload::PingPong,
@@ -143,6 +171,12 @@ impl SimWorkload {
                 internal_messages: 30,
                 ..base
             },
+            SimWorkload::Sleeps => ProcSimConfig {
+                processes: 4,
+                external_messages: 12,
+                internal_messages: 16,
+                ..base
+            },
         }
     }
 
@@ -150,7 +184,7 @@ impl SimWorkload {
     /// random one.
     fn outside_target(self, k: u32) -> Option<u32> {
         match self {
-            SimWorkload::Mixed => None,
+            SimWorkload::Mixed | SimWorkload::Sleeps => None,
             SimWorkload::PingPong | SimWorkload::Ring | SimWorkload::Counting => Some(0),
             SimWorkload::ForkJoin => Some(k + 1),
             SimWorkload::Big => Some(k),
@@ -188,6 +222,12 @@ pub struct ProcSimReport {
     pub yields: u64,
     /// Yield completions delivered to a step.
     pub completions: u64,
+    /// Sleep completions delivered to a step (part of `completions`).
+    pub sleeps: u64,
+    /// Sleeps that waited for the clock (a deadline after the yield).
+    pub timed_sleeps: u64,
+    /// Simulated milliseconds the clock moved.
+    pub clock_ms: u64,
     /// Steps run.
     pub steps: u64,
     /// Properties that failed (empty on a good run).
@@ -213,6 +253,13 @@ struct Log {
     yielded: HashSet<(u32, Tag)>,
     yields: u64,
     completions: u64,
+    /// Sleeps yielded and not yet delivered: (process, tag) -> deadline in
+    /// simulated ms since the clock's origin.
+    sleeps: HashMap<(u32, Tag), u64>,
+    /// Per process, the deadline of the last sleep completion it got.
+    last_sleep: HashMap<u32, u64>,
+    sleeps_done: u64,
+    timed_sleeps: u64,
     closes: HashMap<u32, u32>,
     steps: u64,
     digest: u64,
@@ -238,6 +285,17 @@ struct SimProc {
     out_seq: HashMap<u32, u64>,
     next_tag: Tag,
     workload: SimWorkload,
+    /// The runtime's timer driver: its (paused) clock is the simulated time.
+    driver: Driver,
+}
+
+/// Simulated milliseconds since the clock's origin (the wheel's tick 0).
+fn now_ms(driver: &Driver) -> u64 {
+    let clock = driver.clock();
+    clock
+        .now()
+        .saturating_duration_since(clock.origin())
+        .as_millis() as u64
 }
 
 impl SimProc {
@@ -319,6 +377,23 @@ impl Process<SimMsg> for SimProc {
                             let to = self.rng.next_usize(peers as usize) as u32;
                             self.send_to(to, &mut log, out);
                         }
+                        SimWorkload::Sleeps => {
+                            if self.rng.next_usize(3) == 0 {
+                                let to = self.rng.next_usize(peers as usize) as u32;
+                                self.send_to(to, &mut log, out);
+                            }
+                            let d = self.rng.next_usize(MAX_SLEEP_MS + 1) as u64;
+                            let tag = self.next_tag;
+                            self.next_tag += 1;
+                            let deadline = now_ms(&self.driver) + d;
+                            log.yielded.insert((self.id, tag));
+                            log.sleeps.insert((self.id, tag), deadline);
+                            log.yields += 1;
+                            if d > 0 {
+                                log.timed_sleeps += 1;
+                            }
+                            out.sleep(tag, Duration::from_millis(d));
+                        }
                     }
                     // Sometimes yield a command (the mixed workload only).
                     if self.workload == SimWorkload::Mixed && self.rng.next_usize(3) == 0 {
@@ -345,6 +420,32 @@ impl Process<SimMsg> for SimProc {
                             .push(format!("process {} tag {tag} failed", self.id));
                     }
                     log.completions += 1;
+                    if let Some(deadline) = log.sleeps.remove(&(self.id, tag)) {
+                        let now = now_ms(&self.driver);
+                        if now < deadline {
+                            let v = format!(
+                                "process {} got sleep {tag} at {now} ms, before its deadline {deadline} ms",
+                                self.id
+                            );
+                            log.violations.push(v);
+                        }
+                        let last = log.last_sleep.get(&self.id).copied().unwrap_or(0);
+                        if deadline < last {
+                            let v = format!(
+                                "process {} got sleep {tag} (deadline {deadline} ms) after one due at {last} ms",
+                                self.id
+                            );
+                            log.violations.push(v);
+                        }
+                        log.last_sleep.insert(self.id, deadline);
+                        log.sleeps_done += 1;
+                        log.hash(&[0x5E]);
+                        log.hash(&tag.to_le_bytes());
+                        log.hash(&now.to_le_bytes());
+                        // A sleep that ends sends a message on.
+                        let to = self.rng.next_usize(log.pids.len()) as u32;
+                        self.send_to(to, &mut log, out);
+                    }
                 }
                 Event::Cancel => {
                     out.complete(None);
@@ -398,6 +499,8 @@ pub fn simulate_processes(cfg: ProcSimConfig) -> ProcSimReport {
     let builder = ProcessRuntime::<SimMsg>::builder()
         .workers(workers)
         .event_budget(cfg.event_budget)
+        // Simulated time: the clock moves only when the simulator moves it.
+        .start_paused(true)
         .handler("ext", move |req| {
             lock(&p2).push((req.completer, req.pid, req.tag));
         });
@@ -432,6 +535,7 @@ pub fn simulate_processes(cfg: ProcSimConfig) -> ProcSimReport {
             out_seq: HashMap::new(),
             next_tag: 0,
             workload: cfg.workload,
+            driver: inner.driver.clone(),
         };
         let pid = handle
             .spawn_with(SpawnOptions::default(), p, "sim", None)
@@ -443,6 +547,8 @@ pub fn simulate_processes(cfg: ProcSimConfig) -> ProcSimReport {
     let mut done_tags: Vec<(Completer<SimMsg>, Pid, Tag)> = Vec::new();
     let mut violations = Vec::new();
     let mut moves = 0u64;
+    let driver = inner.driver.clone();
+    let start_ms = now_ms(&driver);
     // 0: running the workload; 1: shutting down (cancelled, waiting for
     // every close); 2: stopping the workers.
     let mut phase = 0;
@@ -460,6 +566,14 @@ pub fn simulate_processes(cfg: ProcSimConfig) -> ProcSimReport {
             break;
         }
         let completions_left = !lock(&pending).is_empty();
+        let timers = driver.active_timers() > 0;
+        // Simulated time: 1 ms on one move in four while a timer is pending
+        // (no draw otherwise, so workloads without sleeps keep their
+        // schedules).
+        if timers && rng.next_usize(4) == 0 {
+            driver.clock().advance(Duration::from_millis(1));
+            lock(&log).hash(&[0xC1]);
+        }
         let mut quiet = external_left == 0
             && !completions_left
             && live.iter().all(|&w| state[w] == VState::Parked);
@@ -479,6 +593,21 @@ pub fn simulate_processes(cfg: ProcSimConfig) -> ProcSimReport {
                 }
             }
             if !quiet {
+                continue;
+            }
+            // Nothing can move but time: the clock goes to the next timer,
+            // and the first parked worker's timed park ends (the threaded
+            // loop parks until the next timer).
+            if let Some(next) = driver.next_expiration().filter(|_| timers) {
+                driver.clock().advance_to(next);
+                lock(&log).hash(&[0xC2]);
+                let w = live[0];
+                let mut rec = Recorder { log: &log };
+                state[w] = if sched::after_park(&mut ws[w], ParkResult::TimedOut, &mut rec) {
+                    VState::Running
+                } else {
+                    VState::Exited
+                };
                 continue;
             }
         }
@@ -546,15 +675,22 @@ pub fn simulate_processes(cfg: ProcSimConfig) -> ProcSimReport {
                 // so a worker never idles holding one.
                 if let Some(cell) = ws[id].take_handoff() {
                     lock(&log).hash(&[0xAA, id as u8]);
+                    tick_timers(&mut ws[id], &inner, &log, &mut violations);
                     super::run_cell(&mut ws[id], &inner, cell);
                     continue;
                 }
                 match sched::find_task(&mut ws[id], &mut rec) {
                     Found::Task(cell) => {
                         ws[id].handoffs = 0;
+                        tick_timers(&mut ws[id], &inner, &log, &mut violations);
                         super::run_cell(&mut ws[id], &inner, cell)
                     }
-                    Found::Idle => state[id] = VState::Idle,
+                    // As the threaded loop: no work, so look at the timers.
+                    Found::Idle => {
+                        if fire_and_check(&mut ws[id], &inner, &log, &mut violations) == 0 {
+                            state[id] = VState::Idle;
+                        }
+                    }
                     Found::Exit => state[id] = VState::Exited,
                 }
             }
@@ -570,8 +706,14 @@ pub fn simulate_processes(cfg: ProcSimConfig) -> ProcSimReport {
                 };
             }
             VState::Parked => {
-                if let ParkResult::Notified = ws[id].core.parker.park_timeout(Duration::ZERO) {
-                    state[id] = if sched::after_park(&mut ws[id], ParkResult::Notified, &mut rec) {
+                let result = ws[id].core.parker.park_timeout(Duration::ZERO);
+                // A parked worker sleeps until the next timer at most: one
+                // that is due ends the park as a timeout would.
+                let due = driver
+                    .next_expiration()
+                    .is_some_and(|next| next <= driver.clock().now());
+                if matches!(result, ParkResult::Notified) || due {
+                    state[id] = if sched::after_park(&mut ws[id], result, &mut rec) {
                         VState::Running
                     } else {
                         VState::Exited
@@ -603,6 +745,9 @@ pub fn simulate_processes(cfg: ProcSimConfig) -> ProcSimReport {
         delivered: log_now.delivered,
         yields: log_now.yields,
         completions: log_now.completions,
+        sleeps: log_now.sleeps_done,
+        timed_sleeps: log_now.timed_sleeps,
+        clock_ms: now_ms(&driver) - start_ms,
         steps: log_now.steps,
         violations,
     };
@@ -610,6 +755,54 @@ pub fn simulate_processes(cfg: ProcSimConfig) -> ProcSimReport {
     drop(ws);
     inner.driver.shutdown();
     report
+}
+
+/// A virtual worker's step count towards its next look at the timers, as
+/// in the threaded loop: every `TIMER_CHECK_INTERVAL` steps.
+fn tick_timers(
+    w: &mut ProcWorker<SimMsg>,
+    inner: &Inner<SimMsg>,
+    log: &Shared,
+    violations: &mut Vec<String>,
+) {
+    w.steps_since_timers += 1;
+    if w.steps_since_timers >= TIMER_CHECK_INTERVAL {
+        fire_and_check(w, inner, log, violations);
+    }
+}
+
+/// Fires the due timers (the threaded loop's `fire_timers`), then checks
+/// property 5 against the clock: every sleep yielded and not yet delivered
+/// has fired (its tag is no longer pending) exactly when its deadline is
+/// not after now.
+fn fire_and_check(
+    w: &mut ProcWorker<SimMsg>,
+    inner: &Inner<SimMsg>,
+    log: &Shared,
+    violations: &mut Vec<String>,
+) -> usize {
+    let fired = fire_timers(w);
+    let now = now_ms(&inner.driver);
+    let log = lock(log);
+    for (&(id, tag), &deadline) in &log.sleeps {
+        let Some(cell) = inner.lookup(log.pids[id as usize]) else {
+            continue;
+        };
+        let pending = lock(&cell.meta)
+            .rare
+            .as_ref()
+            .is_some_and(|r| r.pending.contains(&tag));
+        if pending && deadline <= now {
+            violations.push(format!(
+                "process {id} sleep {tag} due at {deadline} ms not fired by the timer pass at {now} ms"
+            ));
+        } else if !pending && deadline > now {
+            violations.push(format!(
+                "process {id} sleep {tag} due at {deadline} ms fired at {now} ms"
+            ));
+        }
+    }
+    fired
 }
 
 /// The completer's move: complete a random pending yield, or (1 in 4, if
@@ -658,6 +851,12 @@ fn check_quiescent(inner: &Inner<SimMsg>, log: &Shared, violations: &mut Vec<Str
         violations.push(format!("{} yields never completed", log.yielded.len()));
     }
     drop(log);
+    if inner.driver.active_timers() != 0 {
+        violations.push(format!(
+            "{} timers left in the wheel",
+            inner.driver.active_timers()
+        ));
+    }
     let reg = lock(&inner.registry);
     for slot in &reg.slots {
         if let Some(cell) = &slot.cell {
