@@ -175,6 +175,7 @@ pub struct Piece {
 pub struct LongHits {
     at: Vec<Vec<usize>>,
     found: Vec<(u32, usize)>,
+    folded: Vec<u8>,
 }
 
 impl LongHits {
@@ -195,15 +196,13 @@ impl LongHits {
             .unwrap_or(0);
         let end = (within.end + longest).min(data.len());
         self.found.clear();
-        split.find_long(&data[within.start..end], &mut self.found);
+        split.find_long(&data[within.start..end], &mut self.folded, &mut self.found);
         for &(k, p) in &self.found {
             let p = within.start + p;
             if p < within.end {
                 self.at[k as usize].push(p);
             }
         }
-        // Overlapping hits come in order of their end: the same keyword's
-        // hits (one length) are already in order of their start.
         debug_assert!(self.at.iter().all(|v| v.is_sorted()));
     }
 
