@@ -65,7 +65,12 @@ fn windowed(old: &str, new: &str, split: &ContextSplit) -> (Vec<Hit>, usize) {
         out.clear();
         let base = p.buf.start;
         let owned = p.owned.start - base..p.owned.end - base;
-        rs.scan(&new.as_bytes()[p.buf.clone()], owned, &mut scratch, &mut out);
+        rs.scan(
+            &new.as_bytes()[p.buf.clone()],
+            owned,
+            &mut scratch,
+            &mut out,
+        );
         read += p.buf.len();
         for m in &out {
             let (s, e) = (base + m.secret_start, base + m.secret_end);
@@ -151,7 +156,12 @@ fn the_short_context_leaves_out_only_the_long_block_rules() {
     // reach of a rule at most SHORT_REACH_MAX (4 KiB) away.
     assert_eq!(SHORT_REACH_MAX, 4096);
     assert_eq!(
-        (s.short_len(), s.short_match_len(), s.full_len(), s.full_match_len()),
+        (
+            s.short_len(),
+            s.short_match_len(),
+            s.full_len(),
+            s.full_match_len()
+        ),
         (2305, 1200, 12_808, 12_288),
         "short and full context and match bounds of the built-in rules"
     );
@@ -181,7 +191,10 @@ fn the_short_context_leaves_out_only_the_long_block_rules() {
         "the long rules' keywords: the key blocks, Kerberos hashes and jwt"
     );
     // Every long keyword needs more than the short context.
-    assert!(s.long_keywords().iter().all(|k| k.context_len > s.short_len()));
+    assert!(s
+        .long_keywords()
+        .iter()
+        .all(|k| k.context_len > s.short_len()));
 }
 
 #[test]
@@ -281,7 +294,7 @@ fn random_line(rng: &mut Rng, n: usize) -> String {
 
 #[test]
 fn random_edits_give_the_same_findings_as_the_whole_blob() {
-    let cases = if cfg!(debug_assertions) { 12 } else { 60 };
+    let cases = if cfg!(debug_assertions) { 8 } else { 60 };
     let mut rng = Rng::new(14);
     let mut total = 0;
     for _ in 0..cases {

@@ -106,7 +106,11 @@ fn common_prefix(a: &[u8], b: &[u8]) -> usize {
     while i + BLOCK <= n && a[i..i + BLOCK] == b[i..i + BLOCK] {
         i += BLOCK;
     }
-    i + a[i..n].iter().zip(&b[i..n]).take_while(|(x, y)| x == y).count()
+    i + a[i..n]
+        .iter()
+        .zip(&b[i..n])
+        .take_while(|(x, y)| x == y)
+        .count()
 }
 
 /// Length of the longest common suffix of `a` and `b`.
@@ -228,8 +232,7 @@ struct Window {
 /// any secret it reports or competes with.
 pub fn long_reach(split: &ContextSplit, r: &Range<usize>) -> Range<usize> {
     r.start
-        .saturating_sub(split.full_match_len() + split.full_len())
-        ..r.end + split.full_len() + 1
+        .saturating_sub(split.full_match_len() + split.full_len())..r.end + split.full_len() + 1
 }
 
 /// Plans the scans of the blob `data` whose added ranges are `added`
@@ -469,7 +472,9 @@ mod tests {
             );
         }
         // Long common runs (the 64-byte blocks of the comparison).
-        let body: Vec<u8> = (0..300).flat_map(|i| format!("line {i}\n").into_bytes()).collect();
+        let body: Vec<u8> = (0..300)
+            .flat_map(|i| format!("line {i}\n").into_bytes())
+            .collect();
         let mut new = body.clone();
         new.splice(1000..1000, b"inserted\n".iter().copied());
         assert_eq!(added_ranges(&body, &new), added_ranges_whole(&body, &new));

@@ -17,7 +17,8 @@ use super::{Rule, DEDUP_RADIUS};
 
 /// A rule that may read more than this many bytes from a secret start
 /// ([`Rule::reach`]) is a *long* rule. 4 KiB: above every built-in rule
-/// but the key blocks and `jwt` (`rules_builtin.rs`,
+/// but the key blocks, the Kerberos hashes and `jwt`
+/// (`scan/tests/git_context.rs`,
 /// `the_short_context_leaves_out_only_the_long_block_rules`).
 pub const SHORT_REACH_MAX: usize = 4 * 1024;
 
