@@ -582,17 +582,18 @@ mod tests {
         for (at, added) in [(3001, 1990..2000), (89, 1990..2000)] {
             let mut data = lines(1000);
             data[at..at + 10].copy_from_slice(b"-----begin");
-            let p = plan_of(&data, &[added.clone()], 1 << 20);
+            let p = plan_of(&data, std::slice::from_ref(&added), 1 << 20);
             assert_eq!(p[0].owned, added.start - 30..added.end, "hit at {at}");
             let mut data = lines(1000);
             let at = if at > added.end { at - 1 } else { at + 1 };
             data[at..at + 10].copy_from_slice(b"-----Begin");
-            let p = plan_of(&data, &[added.clone()], 1 << 20);
+            let p = plan_of(&data, std::slice::from_ref(&added), 1 << 20);
             assert_eq!(p[0].owned, added.start - 900..added.end, "hit at {at}");
         }
     }
 
     #[test]
+    #[allow(clippy::single_range_in_vec_init)]
     fn a_buffer_reaches_whole_lines_but_no_further_than_the_full_context() {
         // One newline at 500 and one at 3000: the window of 1200..1210
         // (short context 100) widens back to 501 and forward to 3001; a
