@@ -297,3 +297,56 @@ fn a_blob_whose_base_was_too_large_to_scan_is_scanned_whole() {
         .collect();
     assert_eq!(got, vec![(c2, serde_json::json!(1))]);
 }
+
+#[test]
+fn a_key_whose_lines_change_far_below_its_begin_line_is_reported_with_its_new_text() {
+    if !git_present() {
+        return;
+    }
+    // 100 body lines: the changed lines are about 5 KB below BEGIN,
+    // beyond the short rules' context (scan/tests/git_context.rs), so the
+    // window is widened because BEGIN is within the long rules' reach.
+    let t = tempdir();
+    let d = t.path();
+    init(d);
+    let mut body = pem_body(21, 100);
+    let k1 = pem(&body);
+    let c1 = commit_file(d, "id_rsa", &format!("{}{k1}\n", filler(0, 3)), "key");
+    for (i, line) in pem_body(22, 2).into_iter().enumerate() {
+        body[85 + i] = line;
+    }
+    let k2 = pem(&body);
+    let c2 = commit_file(d, "id_rsa", &format!("{}{k2}\n", filler(0, 3)), "edit");
+    for whole in [false, true] {
+        assert_eq!(
+            findings(d, whole),
+            seen(&[(&c1, &k1, 4, 1), (&c2, &k2, 4, 1)]),
+            "whole blobs: {whole}"
+        );
+    }
+}
+
+#[test]
+fn a_begin_line_added_above_an_existing_body_reports_the_key() {
+    if !git_present() {
+        return;
+    }
+    // The body and END line were committed first (no BEGIN: no match); the
+    // second commit adds only the BEGIN line, about 6.5 KB above END.
+    let t = tempdir();
+    let d = t.path();
+    init(d);
+    let body = pem_body(23, 100);
+    let k = pem(&body);
+    let begin_len = k.find('\n').unwrap() + 1;
+    let pre = filler(0, 3);
+    commit_file(d, "id_rsa", &format!("{pre}{}\n", &k[begin_len..]), "body");
+    let c2 = commit_file(d, "id_rsa", &format!("{pre}{k}\n"), "begin");
+    for whole in [false, true] {
+        assert_eq!(
+            findings(d, whole),
+            seen(&[(&c2, &k, 4, 1)]),
+            "whole blobs: {whole}"
+        );
+    }
+}

@@ -211,7 +211,7 @@ fn first_blob_chunk(
         git.base.as_ref(),
         &data,
         st.max_file_size,
-        st.context_len,
+        &shared.rules,
         st.chunk_size,
         &mut ctx.scratch.git_diff,
     );

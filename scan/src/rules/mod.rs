@@ -4,6 +4,7 @@
 //! and `README.md` beside this file for the chunk-independence argument.
 
 mod builtin;
+mod context;
 pub mod filters;
 pub mod go_regex;
 pub mod list;
@@ -21,6 +22,7 @@ use regex::bytes::{CaptureLocations, Regex, RegexBuilder};
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::{Class, Hir, HirKind, Look};
 
+pub use context::{ContextSplit, LongKeyword, SHORT_REACH_MAX};
 pub use prefilter::PrefilterKind;
 pub use spec::{AllowlistSpec, Condition, Precision, RegexTarget, RuleError, RuleSpec};
 use template::Rng;
@@ -182,6 +184,8 @@ pub struct RuleSet {
     /// Rules with a path regex (path-only or not).
     path_rules: Vec<u32>,
     context_len: usize,
+    /// `context_len` split into the short rules' and the long keywords'.
+    split: ContextSplit,
     max_span: usize,
     tuning: Tuning,
     /// Regexes are built on first use (the built-in set).
@@ -987,6 +991,7 @@ impl RuleSet {
             .max()
             .unwrap_or(0);
         let context_len = DEDUP_RADIUS + rules.iter().map(Rule::reach).max().unwrap_or(0);
+        let split = ContextSplit::new(&rules, context_len);
         let path_only = (0..rules.len() as u32)
             .filter(|&r| rules[r as usize].info.path_only)
             .collect();
@@ -1002,6 +1007,7 @@ impl RuleSet {
                 path_only,
                 path_rules,
                 context_len,
+                split,
                 max_span,
                 tuning,
                 lazy,
@@ -1176,6 +1182,13 @@ impl RuleSet {
     /// around a keyword, the overlap-dedup radius and the clipped line.
     pub fn context_len(&self) -> usize {
         self.context_len
+    }
+
+    /// `context_len` split by rule (README.md, "Short and long context"):
+    /// an owned range with no hit of a long rule's keyword within
+    /// `context_len()` of it needs only the short context.
+    pub fn context_split(&self) -> &ContextSplit {
+        &self.split
     }
 
     /// A fresh secret for rule `id` from its template that passes the rule's
