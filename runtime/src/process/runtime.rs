@@ -16,8 +16,8 @@ use std::time::{Duration, Instant as StdInstant};
 use magpie_core::affinity;
 use magpie_core::park::Parker;
 use magpie_core::process::{
-    Mailbox, Refusal, Stepping, TransitionToCancelled, TransitionToClaimed, TransitionToWaiting,
-    Wait,
+    Mailbox, Refusal, Sent, Stepping, TransitionToCancelled, TransitionToClaimed,
+    TransitionToWaiting, Wait,
 };
 use magpie_core::queue::Local;
 use magpie_core::rng::XorShift64;
@@ -516,6 +516,23 @@ impl<M: Send + 'static> Inner<M> {
         lock(&self.registry).lookup(pid).cloned()
     }
 
+    /// After a send (one message or a batch) was admitted: raises the
+    /// mailbox high-water mark and queues the process if the notify said
+    /// so. Returns the mailbox's depth.
+    #[inline]
+    fn sent(&self, cell: &Arc<Cell<M>>, sent: Sent, sink: &mut Sink<'_, M>) -> u64 {
+        // A load first: the high-water line is written only when the mark
+        // moves.
+        let c = self.ctr(sink);
+        if sent.depth > c.high_water.load(Ordering::Relaxed) {
+            c.high_water.fetch_max(sent.depth, Ordering::Relaxed);
+        }
+        if sent.schedule {
+            self.schedule(cell.clone(), sink);
+        }
+        sent.depth
+    }
+
     /// Admits, pushes and notifies (core's producer protocol), and queues
     /// the process if the notify said so.
     fn deliver(
@@ -527,18 +544,7 @@ impl<M: Send + 'static> Inner<M> {
     ) -> Result<u64, (Envelope<M>, Refusal)> {
         let bound = if bounded { cell.bound } else { None };
         match cell.mailbox.send(event, bound) {
-            Ok(sent) => {
-                // A load first: the high-water line is written only when
-                // the mark moves.
-                let c = self.ctr(sink);
-                if sent.depth > c.high_water.load(Ordering::Relaxed) {
-                    c.high_water.fetch_max(sent.depth, Ordering::Relaxed);
-                }
-                if sent.schedule {
-                    self.schedule(cell.clone(), sink);
-                }
-                Ok(sent.depth)
-            }
+            Ok(sent) => Ok(self.sent(cell, sent, sink)),
             Err(r) => Err((r.value, r.reason)),
         }
     }
@@ -1230,16 +1236,7 @@ fn flush_batch<M: Send + 'static>(
     inner.count(sink, |c| &c.sent, n);
     inner.count(sink, |c| &c.batched, n);
     match cell.mailbox.send_batch(msgs) {
-        Ok(sent) => {
-            let c = inner.ctr(sink);
-            if sent.depth > c.high_water.load(Ordering::Relaxed) {
-                c.high_water.fetch_max(sent.depth, Ordering::Relaxed);
-            }
-            if sent.schedule {
-                inner.schedule(cell.clone(), sink);
-            }
-            Some(sent.depth)
-        }
+        Ok(sent) => Some(inner.sent(cell, sent, sink)),
         Err(_) => {
             msgs.clear();
             cache.remove(to);
