@@ -519,6 +519,11 @@ impl<'a, T: Send, B> Stepping<'a, T, B> {
         while let Some(v) = self.pop() {
             leftover(v);
         }
+        // broken variant `complete_ignores_waiters`: the end wakes only
+        // what a release of this step owed, so a sender registered on the
+        // deep mailbox waits for a drain that will never come.
+        #[cfg(magpie_broken = "complete_ignores_waiters")]
+        let prev = prev & !WAITERS;
         WakeSenders(prev & WAITERS != 0 || self.wake_senders)
     }
 }

@@ -49,7 +49,7 @@ fn send_after_complete_is_refused_closed_and_leftovers_are_handed_out() {
     let _ = m.send(2, None).unwrap();
     let s = m.transition_to_running().unwrap();
     let mut left = Vec::new();
-    s.complete(|v| left.push(v));
+    let _ = s.complete(|v| left.push(v));
     assert_eq!(left, vec![1, 2]);
     assert!(m.is_closed());
     let r = m.send(3, None).unwrap_err();
@@ -71,7 +71,7 @@ fn only_one_stepping_token_exists() {
     let _ = s.finish(Wait::Blocked);
     let c = m.claim_for_close().unwrap();
     assert!(m.transition_to_running().is_none());
-    c.complete(drop);
+    let _ = c.complete(drop);
 }
 
 #[test]
@@ -315,7 +315,7 @@ fn a_batch_to_an_idle_process_schedules_it_once() {
 #[test]
 fn a_batch_to_a_completed_process_is_refused_and_left_with_the_caller() {
     let m = Mailbox::new();
-    m.transition_to_running().unwrap().complete(drop);
+    let _ = m.transition_to_running().unwrap().complete(drop);
     let mut batch = vec![7, 8];
     assert_eq!(m.send_batch(&mut batch), Err(Refusal::Closed));
     assert_eq!(batch, vec![7, 8]);
