@@ -2100,16 +2100,18 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     Counters::add_owned(&inner.counters[id].steps, 1);
     Counters::add_owned(&inner.counters[id].events, events.len() as u64);
     // 3. Step.
+    // The send cache and batch are borrowed in place (no take and put
+    // back: about 40 instructions a step by callgrind); `woken` is taken,
+    // as the sink below needs it while `finish` needs the worker.
     let mut woken = std::mem::take(&mut w.woken);
-    let mut cache = std::mem::take(&mut w.cache);
-    let mut batch = std::mem::take(&mut w.batch);
+    let (cache, batch) = (&mut w.cache, &mut w.batch);
     let mut out = StepOutput {
         cell: &cell,
         inner,
         woken: &mut woken,
         worker: id,
-        cache: &mut cache,
-        batch: &mut batch,
+        cache,
+        batch,
         commands: Vec::new(),
         status: Status::Idle,
         reductions: events.len(),
@@ -2157,8 +2159,6 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     waiters.into_iter().for_each(Waker::wake);
     events.clear();
     w.events = events;
-    w.cache = cache;
-    w.batch = batch;
     // 4. Dispatch, then end the step.
     let mut sink = Sink::Local(&mut woken, id);
     match result {
@@ -2203,14 +2203,22 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     // 5. The first process this step woke runs next on this worker, handed
     //    over directly (README.md, "Hand-off"); the others go to the ring
     //    behind it, where an idle worker can steal them.
-    let mut woken_now = woken.drain(..);
-    if let Some(first) = woken_now.next() {
-        debug_assert!(w.next.is_none(), "the hand-off was taken before the step");
-        w.next = Some(first);
-    }
-    let mut parts = w.parts();
-    for c in woken_now {
-        parts.push_local(c);
+    // A conversation wakes exactly one process a step: no drain for it.
+    if woken.len() <= 1 {
+        if let Some(first) = woken.pop() {
+            debug_assert!(w.next.is_none(), "the hand-off was taken before the step");
+            w.next = Some(first);
+        }
+    } else {
+        let mut woken_now = woken.drain(..);
+        if let Some(first) = woken_now.next() {
+            debug_assert!(w.next.is_none(), "the hand-off was taken before the step");
+            w.next = Some(first);
+        }
+        let mut parts = w.parts();
+        for c in woken_now {
+            parts.push_local(c);
+        }
     }
     w.woken = woken;
     // Work left in the ring while this worker keeps a process to run next:
@@ -2233,8 +2241,8 @@ fn finish<M: Send + 'static>(
     wait: Wait,
 ) {
     let (transition, WakeSenders(wake)) = token.finish_waking(wait);
-    let mut parts = w.parts();
     if transition == TransitionToWaiting::Requeue {
+        let mut parts = w.parts();
         if wait == Wait::Yield {
             // Used its budget or asked to keep running: behind the others,
             // and the global queue gets a look first.
@@ -2244,12 +2252,19 @@ fn finish<M: Send + 'static>(
         }
     }
     if wake {
-        // D3: the mailbox drained; its throttled senders go to the ring,
-        // where an idle worker can steal them.
-        for sender in take_parked_senders(cell) {
-            if sender.mailbox.wake() == TransitionToNotified::Schedule {
-                parts.push_local(sender);
-            }
+        wake_drained_senders(w, cell);
+    }
+}
+
+/// D3: `cell`'s mailbox drained; its throttled senders go to the ring,
+/// where an idle worker can steal them.
+#[cold]
+#[inline(never)]
+fn wake_drained_senders<M: Send + 'static>(w: &mut ProcWorker<M>, cell: &Cell<M>) {
+    let mut parts = w.parts();
+    for sender in take_parked_senders(cell) {
+        if sender.mailbox.wake() == TransitionToNotified::Schedule {
+            parts.push_local(sender);
         }
     }
 }
