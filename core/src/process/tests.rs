@@ -409,7 +409,10 @@ fn a_sender_waits_only_on_a_deep_open_mailbox_and_the_drain_owes_it_a_wake() {
     // WAITERS was cleared (D2): a later release owes nothing.
     s.pop().unwrap();
     let (t, wake) = s.finish_waking(Wait::Yield);
-    assert_eq!((t, wake), (TransitionToWaiting::Requeue, WakeSenders(false)));
+    assert_eq!(
+        (t, wake),
+        (TransitionToWaiting::Requeue, WakeSenders(false))
+    );
     // Drained now: a sender does not wait, but its bit makes the next
     // release at the depth owe a wake (the spare wake of a left entry).
     assert_eq!(m.register_sender_wait(), SenderWait::Drained);
