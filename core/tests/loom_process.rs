@@ -128,7 +128,7 @@ impl Proc {
         // two of them at once would be the bug.
         self.closes.fetch_add(1, Ordering::Relaxed);
         self.completions.fetch_add(1, Ordering::Relaxed);
-        s.complete(|_| {
+        let _ = s.complete(|_| {
             self.drained.fetch_add(1, Ordering::Relaxed);
         });
         // After `complete` returned: the process has exited. Release pairs
@@ -569,6 +569,6 @@ fn body_is_handed_from_one_token_holder_to_the_next() {
             p.n(&p.steps),
             "a step's body write was lost"
         );
-        s.complete(drop);
+        let _ = s.complete(drop);
     });
 }

@@ -38,9 +38,48 @@ pub use state::{
 /// Bit 63 of the admission word: the process is finished; every later
 /// [`Mailbox::send`] is refused with [`Refusal::Closed`].
 pub const CLOSED: u64 = 1 << 63;
-/// The queued-event count: bits 0..63 of the admission word.
-pub const COUNT_MASK: u64 = CLOSED - 1;
-const _: () = assert!(CLOSED & COUNT_MASK == 0 && CLOSED | COUNT_MASK == u64::MAX);
+/// Bit 62 of the admission word: a throttled sender may be waiting for this
+/// mailbox to drain (README.md, "Throttled senders", steps S1-S3, D1-D3).
+/// Set by [`Mailbox::register_sender_wait`], cleared by the step whose
+/// release finds the mailbox drained to [`SENDER_RESUME_DEPTH`].
+pub const WAITERS: u64 = 1 << 62;
+/// The queued-event count: bits 0..62 of the admission word.
+pub const COUNT_MASK: u64 = WAITERS - 1;
+const _: () = assert!(CLOSED & COUNT_MASK == 0 && WAITERS & COUNT_MASK == 0);
+const _: () = assert!(CLOSED & WAITERS == 0 && CLOSED | WAITERS | COUNT_MASK == u64::MAX);
+
+/// The depth a mailbox must drain to before the senders waiting on it are
+/// woken (README.md, "Throttled senders"). The runtime's
+/// `SEND_RESUME_DEPTH` is this value. 1 under loom, so a model drains past
+/// it with two events.
+#[cfg(not(loom))]
+pub const SENDER_RESUME_DEPTH: u64 = 512;
+/// The depth a mailbox must drain to before the senders waiting on it are
+/// woken; 1 under loom (512 otherwise).
+#[cfg(loom)]
+pub const SENDER_RESUME_DEPTH: u64 = 1;
+
+/// What [`Mailbox::register_sender_wait`] found (README.md, "Throttled
+/// senders", step S2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "Wait means the sender may stop; anything else means it must not"]
+pub enum SenderWait {
+    /// The mailbox is deeper than [`SENDER_RESUME_DEPTH`] and open, and
+    /// [`WAITERS`] is set: the step that drains it (or closes it) will wake
+    /// every sender on its list. The sender may end its step as IDLE.
+    Wait,
+    /// Drained to [`SENDER_RESUME_DEPTH`] already: keep running.
+    Drained,
+    /// The process has finished: keep running (the pressure is gone).
+    Closed,
+}
+
+/// A step's release found senders to wake (README.md, "Throttled senders",
+/// steps D1-D3, and "Completion", step 1): the caller takes the list the
+/// senders put themselves on and wakes each ([`Mailbox::wake`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use = "true means the senders on the list must be woken"]
+pub struct WakeSenders(pub bool);
 
 /// Why [`Mailbox::send`] gave the value back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,6 +277,46 @@ impl<T: Send, B> Mailbox<T, B> {
         }
     }
 
+    /// A wake without an event (README.md, "Throttled senders", step D3):
+    /// the notify of the producer protocol (step P3) with nothing pushed.
+    /// `Schedule` means the caller must push the process to a run queue; a
+    /// READY or RUNNING process gets `NOTIFIED` and runs again after its
+    /// step.
+    pub fn wake(&self) -> TransitionToNotified {
+        self.state.notify()
+    }
+
+    /// Throttled-sender protocol, step S2 (README.md, "Throttled
+    /// senders"), on the *receiver's* mailbox, after the sender has put
+    /// itself on the receiver's list (step S1): sets [`WAITERS`] with one
+    /// RMW and reads the depth in the same RMW.
+    pub fn register_sender_wait(&self) -> SenderWait {
+        // broken variant `sender_wait_checks_before_registering`: the depth
+        // is read by a load before the bit is set, so a drain between the
+        // two sees no WAITERS and wakes nobody.
+        #[cfg(magpie_broken = "sender_wait_checks_before_registering")]
+        let prev = {
+            let a = self.admission.load(Ordering::Acquire);
+            self.admission.fetch_or(WAITERS, Ordering::AcqRel);
+            a
+        };
+        // AcqRel: Release pairs with the Acquire of the drain's `fetch_sub`
+        // (D1) and of `complete`'s `fetch_or(CLOSED)`, so the step that
+        // sees WAITERS also sees the sender's entry on the list (S1);
+        // Acquire pairs with their Release, so a sender that reads a
+        // drained or closed word sees what that step did. One RMW: the
+        // depth read and the bit set cannot be split by a drain.
+        #[cfg(not(magpie_broken = "sender_wait_checks_before_registering"))]
+        let prev = self.admission.fetch_or(WAITERS, Ordering::AcqRel);
+        if prev & CLOSED != 0 {
+            SenderWait::Closed
+        } else if prev & COUNT_MASK <= SENDER_RESUME_DEPTH {
+            SenderWait::Drained
+        } else {
+            SenderWait::Wait
+        }
+    }
+
     /// Requests cancellation (README.md, "Cancellation"). `Schedule` means
     /// the caller must push the process to a run queue.
     pub fn cancel(&self) -> TransitionToCancelled {
@@ -254,6 +333,7 @@ impl<T: Send, B> Mailbox<T, B> {
                 queue: None,
                 cancelled,
                 popped: 0,
+                wake_senders: false,
             }),
             TransitionToRunning::NotReady(_) => None,
         }
@@ -268,6 +348,7 @@ impl<T: Send, B> Mailbox<T, B> {
                 queue: None,
                 cancelled: self.state.load().is_cancelled(),
                 popped: 0,
+                wake_senders: false,
             }),
             other => Err(other),
         }
@@ -288,6 +369,9 @@ pub struct Stepping<'a, T, B = ()> {
     queue: Option<&'a Queue<T>>,
     cancelled: bool,
     popped: u64,
+    /// A release found [`WAITERS`] set and the mailbox drained (step D2
+    /// done): the senders on the list must be woken.
+    wake_senders: bool,
 }
 
 impl<T, B> fmt::Debug for Stepping<'_, T, B> {
@@ -349,23 +433,68 @@ impl<'a, T: Send, B> Stepping<'a, T, B> {
 
     /// Gives back the admission count of the events popped so far, so
     /// bounded senders see the room at once rather than at the step's end.
+    /// Throttled-sender steps D1-D2 (README.md, "Throttled senders"): if
+    /// [`WAITERS`] was set and the mailbox is now at most
+    /// [`SENDER_RESUME_DEPTH`] deep, the bit is cleared and the step owes
+    /// the senders on the list a wake ([`Stepping::take_wake_senders`],
+    /// [`Stepping::finish_waking`]).
     pub fn release_popped(&mut self) {
         if self.popped > 0 {
-            // Relaxed: a count; the events themselves travel through the
-            // queue's Release/Acquire. A sender that reads a stale (higher)
-            // count is refused `Full` and retries later.
-            self.mailbox
-                .admission
-                .fetch_sub(self.popped, Ordering::Relaxed);
-            self.popped = 0;
+            let n = std::mem::take(&mut self.popped);
+            // D1. AcqRel: Acquire pairs with the Release of a sender's
+            // `register_sender_wait` (S2), so seeing WAITERS here means
+            // seeing that sender's entry on the list (S1); Release pairs
+            // with its Acquire, so a sender that reads the drained count
+            // sees the pops. The count itself needs no order: the events
+            // travel through the queue's Release/Acquire, and a bounded
+            // sender that reads a stale (higher) count is refused `Full`
+            // and retries later.
+            let prev = self.mailbox.admission.fetch_sub(n, Ordering::AcqRel);
+            if prev & WAITERS != 0 {
+                self.release_waiters_slow((prev & COUNT_MASK).saturating_sub(n));
+            }
         }
     }
 
+    /// Step D2 for a release that found WAITERS set and left `now` events.
+    #[cold]
+    fn release_waiters_slow(&mut self, now: u64) {
+        // Any release that leaves the mailbox at or below the depth wakes,
+        // not only the one that crosses it: a sender may have registered
+        // (S2, reading a deep count) just before a later release.
+        if now <= SENDER_RESUME_DEPTH {
+            // D2. AcqRel: Acquire pairs with the Release of every
+            // `register_sender_wait` before it, so their list entries are
+            // seen by the take in D3; a register after it sets the bit
+            // again and reads the drained count (Drained) or, if the
+            // mailbox filled again, waits for a later D1.
+            self.mailbox.admission.fetch_and(!WAITERS, Ordering::AcqRel);
+            self.wake_senders = true;
+        }
+    }
+
+    /// Whether a release of this step found senders to wake (steps
+    /// D1-D2), and forget it: the caller takes the list and wakes each
+    /// (D3).
+    pub fn take_wake_senders(&mut self) -> WakeSenders {
+        WakeSenders(std::mem::take(&mut self.wake_senders))
+    }
+
     /// Ends the step without completing (README.md, "Worker", step 4).
-    /// `Requeue`: the caller must push the process to a run queue.
-    pub fn finish(mut self, wait: Wait) -> TransitionToWaiting {
+    /// `Requeue`: the caller must push the process to a run queue. For a
+    /// mailbox that senders may wait on, use
+    /// [`finish_waking`](Self::finish_waking): this one forgets the wake.
+    pub fn finish(self, wait: Wait) -> TransitionToWaiting {
+        self.finish_waking(wait).0
+    }
+
+    /// [`finish`](Self::finish), and whether the senders waiting on this
+    /// mailbox must be woken (steps D1-D3, by this release or an earlier
+    /// one of the step not yet taken).
+    pub fn finish_waking(mut self, wait: Wait) -> (TransitionToWaiting, WakeSenders) {
         self.release_popped();
-        self.mailbox.state.transition_to_waiting(wait)
+        let wake = self.take_wake_senders();
+        (self.mailbox.state.transition_to_waiting(wait), wake)
     }
 
     /// Ends the process (README.md, "Completion"): 1. CLOSED on the
@@ -374,15 +503,28 @@ impl<'a, T: Send, B> Stepping<'a, T, B> {
     /// handed to `leftover`. Events a producer admitted before step 1 but
     /// makes ready after step 3 stay in the queue and are dropped with the
     /// mailbox.
-    pub fn complete(mut self, mut leftover: impl FnMut(T)) {
+    ///
+    /// The result says whether senders may be waiting on this mailbox
+    /// (README.md, "Throttled senders"): [`WAITERS`] was set, or a release
+    /// of this step owed them a wake. The caller takes the list and wakes
+    /// each, so none waits for a mailbox that will never drain.
+    pub fn complete(mut self, mut leftover: impl FnMut(T)) -> WakeSenders {
         // Release: pairs with the Acquire of `is_closed` and of a refused
         // admit, so a sender refused `Closed` sees everything the process
-        // did; AcqRel because it is an RMW ordered against every admit.
-        self.mailbox.admission.fetch_or(CLOSED, Ordering::AcqRel);
+        // did; AcqRel because it is an RMW ordered against every admit and
+        // every `register_sender_wait` (whichever comes second sees the
+        // other: WAITERS here, or CLOSED there).
+        let prev = self.mailbox.admission.fetch_or(CLOSED, Ordering::AcqRel);
         let _ = self.mailbox.state.transition_to_complete();
         while let Some(v) = self.pop() {
             leftover(v);
         }
+        // broken variant `complete_ignores_waiters`: the end wakes only
+        // what a release of this step owed, so a sender registered on the
+        // deep mailbox waits for a drain that will never come.
+        #[cfg(magpie_broken = "complete_ignores_waiters")]
+        let prev = prev & !WAITERS;
+        WakeSenders(prev & WAITERS != 0 || self.wake_senders)
     }
 }
 

@@ -49,7 +49,7 @@ fn send_after_complete_is_refused_closed_and_leftovers_are_handed_out() {
     let _ = m.send(2, None).unwrap();
     let s = m.transition_to_running().unwrap();
     let mut left = Vec::new();
-    s.complete(|v| left.push(v));
+    let _ = s.complete(|v| left.push(v));
     assert_eq!(left, vec![1, 2]);
     assert!(m.is_closed());
     let r = m.send(3, None).unwrap_err();
@@ -71,7 +71,7 @@ fn only_one_stepping_token_exists() {
     let _ = s.finish(Wait::Blocked);
     let c = m.claim_for_close().unwrap();
     assert!(m.transition_to_running().is_none());
-    c.complete(drop);
+    let _ = c.complete(drop);
 }
 
 #[test]
@@ -315,7 +315,7 @@ fn a_batch_to_an_idle_process_schedules_it_once() {
 #[test]
 fn a_batch_to_a_completed_process_is_refused_and_left_with_the_caller() {
     let m = Mailbox::new();
-    m.transition_to_running().unwrap().complete(drop);
+    let _ = m.transition_to_running().unwrap().complete(drop);
     let mut batch = vec![7, 8];
     assert_eq!(m.send_batch(&mut batch), Err(Refusal::Closed));
     assert_eq!(batch, vec![7, 8]);
@@ -381,4 +381,71 @@ fn stress_batches_and_single_sends_popped_once_in_per_sender_order() {
         h.join().unwrap();
     }
     assert_eq!(next, [PER; PRODUCERS]);
+}
+
+/// `SENDER_RESUME_DEPTH + 2` events queued, for the throttled-sender tests.
+fn deep_mailbox() -> Mailbox<u64> {
+    let m = Mailbox::new();
+    for i in 0..SENDER_RESUME_DEPTH + 2 {
+        let _ = m.send(i, None).unwrap();
+    }
+    m
+}
+
+#[test]
+fn a_sender_waits_only_on_a_deep_open_mailbox_and_the_drain_owes_it_a_wake() {
+    let m = deep_mailbox();
+    assert_eq!(m.register_sender_wait(), SenderWait::Wait);
+    let mut s = m.transition_to_running().unwrap();
+    // Popping down to one above the depth owes no wake.
+    s.pop().unwrap();
+    s.release_popped();
+    assert_eq!(s.take_wake_senders(), WakeSenders(false));
+    // One more: at the depth, the release owes the wake, once.
+    s.pop().unwrap();
+    s.release_popped();
+    assert_eq!(s.take_wake_senders(), WakeSenders(true));
+    assert_eq!(s.take_wake_senders(), WakeSenders(false));
+    // WAITERS was cleared (D2): a later release owes nothing.
+    s.pop().unwrap();
+    let (t, wake) = s.finish_waking(Wait::Yield);
+    assert_eq!(
+        (t, wake),
+        (TransitionToWaiting::Requeue, WakeSenders(false))
+    );
+    // Drained now: a sender does not wait, but its bit makes the next
+    // release at the depth owe a wake (the spare wake of a left entry).
+    assert_eq!(m.register_sender_wait(), SenderWait::Drained);
+    let mut s = m.transition_to_running().unwrap();
+    s.pop().unwrap();
+    assert_eq!(s.finish_waking(Wait::Idle).1, WakeSenders(true));
+}
+
+#[test]
+fn a_receiver_s_end_owes_its_waiting_senders_a_wake() {
+    let m = deep_mailbox();
+    assert_eq!(m.register_sender_wait(), SenderWait::Wait);
+    let s = m.transition_to_running().unwrap();
+    let mut left = 0;
+    assert_eq!(s.complete(|_| left += 1), WakeSenders(true));
+    assert_eq!(left, SENDER_RESUME_DEPTH + 2);
+    assert_eq!(m.register_sender_wait(), SenderWait::Closed);
+    // Without a waiting sender the end owes nothing.
+    let m = deep_mailbox();
+    let s = m.transition_to_running().unwrap();
+    assert_eq!(s.complete(drop), WakeSenders(false));
+}
+
+#[test]
+fn a_wake_without_an_event_schedules_an_idle_process_once() {
+    let m: Mailbox<u64> = Mailbox::new();
+    let s = m.transition_to_running().unwrap();
+    assert_eq!(s.finish(Wait::Idle), TransitionToWaiting::Waiting);
+    assert_eq!(m.wake(), TransitionToNotified::Schedule);
+    assert_eq!(m.wake(), TransitionToNotified::Noted, "one entry only");
+    let mut s = m.transition_to_running().unwrap();
+    assert!(s.pop().is_none(), "nothing was pushed");
+    // A wake during the step (D3 racing the sender's S3) re-queues it.
+    assert_eq!(m.wake(), TransitionToNotified::Noted);
+    assert_eq!(s.finish(Wait::Idle), TransitionToWaiting::Requeue);
 }

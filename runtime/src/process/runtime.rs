@@ -16,8 +16,8 @@ use std::time::{Duration, Instant as StdInstant};
 use magpie_core::affinity;
 use magpie_core::park::Parker;
 use magpie_core::process::{
-    Mailbox, Refusal, Sent, Stepping, TransitionToCancelled, TransitionToClaimed,
-    TransitionToWaiting, Wait,
+    Mailbox, Refusal, SenderWait, Sent, Stepping, TransitionToCancelled, TransitionToClaimed,
+    TransitionToNotified, TransitionToWaiting, Wait, WakeSenders, SENDER_RESUME_DEPTH,
 };
 use magpie_core::queue::Local;
 use magpie_core::rng::XorShift64;
@@ -55,7 +55,11 @@ pub const SEND_PUNISH_THRESHOLD: usize = 1024;
 /// sender's steps start without the charge (README.md, "Back-pressure",
 /// step 4): half the threshold, so a throttled sender then sends about
 /// this many messages in one step instead of one message a step.
-pub const SEND_RESUME_DEPTH: usize = SEND_PUNISH_THRESHOLD / 2;
+/// A sender throttled on a mailbox deeper than this, with no events of its
+/// own, stops being scheduled until the mailbox drains to it (README.md,
+/// "Back-pressure", step 6): `magpie_core::process::SENDER_RESUME_DEPTH`.
+pub const SEND_RESUME_DEPTH: usize = SENDER_RESUME_DEPTH as usize;
+const _: () = assert!(SEND_RESUME_DEPTH == SEND_PUNISH_THRESHOLD / 2);
 /// Steps between two looks at the timer wheel.
 const TIMER_CHECK_INTERVAL: u32 = 61;
 /// Slots of a worker's send cache (a power of two): the cell of PID `p` is
@@ -266,6 +270,11 @@ struct Rare<M: Send + 'static> {
     /// and when this process ends, so processes that flood each other leave
     /// no cycle behind.
     pressure: Option<Arc<Cell<M>>>,
+    /// Throttled senders waiting for this mailbox to drain (README.md,
+    /// "Back-pressure", step 6; core README, "Throttled senders", S1): each
+    /// put itself here before setting `WAITERS`. Taken and woken by the
+    /// step whose release drains the mailbox, and when this process ends.
+    parked_senders: Vec<Arc<Cell<M>>>,
 }
 
 impl<M: Send + 'static> Default for Rare<M> {
@@ -278,6 +287,7 @@ impl<M: Send + 'static> Default for Rare<M> {
             send_waiters: Vec::new(),
             closing: None,
             pressure: None,
+            parked_senders: Vec::new(),
         }
     }
 }
@@ -1206,6 +1216,12 @@ fn carried_charge<M: Send + 'static>(cell: &Cell<M>, budget: usize, pressured: &
     0
 }
 
+/// The mailbox `cell`'s steps are charged for (`Rare::pressure`), if any.
+#[cold]
+fn throttled_target<M: Send + 'static>(cell: &Cell<M>) -> Option<Arc<Cell<M>>> {
+    lock(&cell.meta).rare.as_ref()?.pressure.clone()
+}
+
 /// Publishes `msgs` (messages to `to` a step kept back) with one
 /// `Mailbox::send_batch`, and returns the mailbox's depth after them.
 /// `None`: `to` has ended; the messages are dropped, as messages it had
@@ -1647,13 +1663,16 @@ impl<M: Send + 'static> ProcessRuntime<M> {
             match cell.mailbox.claim_for_close() {
                 Ok(mut token) => {
                     let body = token.body().take();
-                    token.complete(drop);
+                    // The workers are gone: senders throttled on it are
+                    // forced too; only the list is dropped (no cycle left).
+                    let _ = token.complete(drop);
                     {
                         let mut meta = lock(&cell.meta);
                         let rare = meta.rare();
                         rare.exited = Some(ExitReason::Forced);
                         rare.closing = body;
                         rare.pressure = None;
+                        rare.parked_senders.clear();
                     }
                     Counters::add(&inner.shared_ctr().forced, 1);
                     inner.run_close(&cell);
@@ -2081,16 +2100,18 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     Counters::add_owned(&inner.counters[id].steps, 1);
     Counters::add_owned(&inner.counters[id].events, events.len() as u64);
     // 3. Step.
+    // The send cache and batch are borrowed in place (no take and put
+    // back: about 40 instructions a step by callgrind); `woken` is taken,
+    // as the sink below needs it while `finish` needs the worker.
     let mut woken = std::mem::take(&mut w.woken);
-    let mut cache = std::mem::take(&mut w.cache);
-    let mut batch = std::mem::take(&mut w.batch);
+    let (cache, batch) = (&mut w.cache, &mut w.batch);
     let mut out = StepOutput {
         cell: &cell,
         inner,
         woken: &mut woken,
         worker: id,
-        cache: &mut cache,
-        batch: &mut batch,
+        cache,
+        batch,
         commands: Vec::new(),
         status: Status::Idle,
         reductions: events.len(),
@@ -2119,6 +2140,12 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
         lock(&cell.meta).rare().pressure = Some(target);
         body.pressured = true;
     }
+    // Back-pressure step 6: a throttled step that asks to keep running
+    // with every event it was given taken waits for the drain instead.
+    let park = body.pressured
+        && !budget_hit
+        && matches!((&result, &out.status), (Ok(()), Status::Running))
+        && throttled_target(&cell).is_some_and(|t| park_throttled(&cell, &t));
     let (commands, status) = (std::mem::take(&mut out.commands), out.status);
     let wait = match (&result, &status) {
         (Ok(()), Status::Blocked) => Some(Wait::Blocked),
@@ -2132,8 +2159,6 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     waiters.into_iter().for_each(Waker::wake);
     events.clear();
     w.events = events;
-    w.cache = cache;
-    w.batch = batch;
     // 4. Dispatch, then end the step.
     let mut sink = Sink::Local(&mut woken, id);
     match result {
@@ -2164,6 +2189,10 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
                 dispatch(inner, &cell, commands, &mut sink);
                 let wait = if budget_hit {
                     Wait::Yield
+                } else if park {
+                    // `last_wait` stays Yield: the wake without an event
+                    // steps it.
+                    Wait::Idle
                 } else {
                     wait.unwrap_or(Wait::Idle)
                 };
@@ -2174,14 +2203,22 @@ fn run_cell<M: Send + 'static>(w: &mut ProcWorker<M>, inner: &Arc<Inner<M>>, cel
     // 5. The first process this step woke runs next on this worker, handed
     //    over directly (README.md, "Hand-off"); the others go to the ring
     //    behind it, where an idle worker can steal them.
-    let mut woken_now = woken.drain(..);
-    if let Some(first) = woken_now.next() {
-        debug_assert!(w.next.is_none(), "the hand-off was taken before the step");
-        w.next = Some(first);
-    }
-    let mut parts = w.parts();
-    for c in woken_now {
-        parts.push_local(c);
+    // A conversation wakes exactly one process a step: no drain for it.
+    if woken.len() <= 1 {
+        if let Some(first) = woken.pop() {
+            debug_assert!(w.next.is_none(), "the hand-off was taken before the step");
+            w.next = Some(first);
+        }
+    } else {
+        let mut woken_now = woken.drain(..);
+        if let Some(first) = woken_now.next() {
+            debug_assert!(w.next.is_none(), "the hand-off was taken before the step");
+            w.next = Some(first);
+        }
+        let mut parts = w.parts();
+        for c in woken_now {
+            parts.push_local(c);
+        }
     }
     w.woken = woken;
     // Work left in the ring while this worker keeps a process to run next:
@@ -2203,7 +2240,8 @@ fn finish<M: Send + 'static>(
     token: Token<'_, M>,
     wait: Wait,
 ) {
-    if token.finish(wait) == TransitionToWaiting::Requeue {
+    let (transition, WakeSenders(wake)) = token.finish_waking(wait);
+    if transition == TransitionToWaiting::Requeue {
         let mut parts = w.parts();
         if wait == Wait::Yield {
             // Used its budget or asked to keep running: behind the others,
@@ -2212,6 +2250,68 @@ fn finish<M: Send + 'static>(
         } else {
             parts.push_local(cell.clone());
         }
+    }
+    if wake {
+        wake_drained_senders(w, cell);
+    }
+}
+
+/// D3: `cell`'s mailbox drained; its throttled senders go to the ring,
+/// where an idle worker can steal them.
+#[cold]
+#[inline(never)]
+fn wake_drained_senders<M: Send + 'static>(w: &mut ProcWorker<M>, cell: &Cell<M>) {
+    let mut parts = w.parts();
+    for sender in take_parked_senders(cell) {
+        if sender.mailbox.wake() == TransitionToNotified::Schedule {
+            parts.push_local(sender);
+        }
+    }
+}
+
+/// The throttled senders waiting on `cell` (core README, "Throttled
+/// senders", D3; or "Completion"), taken off its list.
+#[cold]
+fn take_parked_senders<M: Send + 'static>(cell: &Cell<M>) -> Vec<Arc<Cell<M>>> {
+    lock(&cell.meta)
+        .rare
+        .as_mut()
+        .map(|r| std::mem::take(&mut r.parked_senders))
+        .unwrap_or_default()
+}
+
+/// Wakes the senders throttled on `cell` without an event (D3).
+#[cold]
+fn wake_parked_senders<M: Send + 'static>(
+    inner: &Inner<M>,
+    cell: &Cell<M>,
+    sink: &mut Sink<'_, M>,
+) {
+    for sender in take_parked_senders(cell) {
+        if sender.mailbox.wake() == TransitionToNotified::Schedule {
+            inner.schedule(sender, sink);
+        }
+    }
+}
+
+/// Back-pressure step 6 (README.md): a step that asked to keep running
+/// while charged for `target`'s deep mailbox, with none of its own events
+/// left, waits for `target` to drain instead of running empty steps (core
+/// README, "Throttled senders", S1-S2). `true`: end the step IDLE; the
+/// drain (or `target`'s end, or any event for this process) wakes it.
+#[cold]
+fn park_throttled<M: Send + 'static>(cell: &Arc<Cell<M>>, target: &Cell<M>) -> bool {
+    if std::ptr::eq(cell.as_ref(), target) {
+        // Flooding itself: its own events keep it running.
+        return false;
+    }
+    // S1: on the receiver's list first, then S2.
+    lock(&target.meta).rare().parked_senders.push(cell.clone());
+    match target.mailbox.register_sender_wait() {
+        SenderWait::Wait => true,
+        // Drained or closed meanwhile: keep running (the entry left on the
+        // list costs at most one spare wake later).
+        SenderWait::Drained | SenderWait::Closed => false,
     }
 }
 
@@ -2228,9 +2328,13 @@ fn end_process<M: Send + 'static>(
     let body = token.body().take();
     // Queued events are dropped: a call's ReplyTo answers NoReply as it goes.
     let mut leftovers = Vec::new();
-    token.complete(|ev| leftovers.push(ev));
+    let WakeSenders(wake) = token.complete(|ev| leftovers.push(ev));
     drop(leftovers);
     lock(&cell.meta).rare().closing = body;
+    if wake {
+        // Senders throttled on this mailbox: it will never drain now.
+        wake_parked_senders(inner, cell, sink);
+    }
     inner.exit(cell, reason, value, sink);
 }
 
