@@ -940,7 +940,10 @@ where
     Tr: TraceHooks,
 {
     let mut parts = worker.parts();
-    parts.core.settle_fast(parts.metrics);
+    // Both compile away for the faces without the fast tick.
+    if W::FAST_TICK {
+        parts.core.settle_fast(parts.metrics);
+    }
     // `done` is read at the start of every tick of BUDGET_PER_TICK tasks and
     // after every idle spell, not per task: a worker notices a shutdown
     // within one tick, and a busy worker does not load a shared line per
@@ -971,7 +974,9 @@ where
         }
     }
     parts.core.account_task();
-    parts.core.grant_fast();
+    if W::FAST_TICK {
+        parts.core.grant_fast();
+    }
     trace.event(id, SchedEvent::Run { source });
     Found::Task(task)
 }
