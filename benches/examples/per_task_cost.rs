@@ -24,6 +24,13 @@
 //! those; `WORKERS=1` only that worker count). With one peer and one round,
 //! `valgrind --tool=cachegrind` on two depths gives instructions per task,
 //! a count the machine's load does not move (docs/parts/bench-strong-peer.md).
+//! Note that one peer still runs `balanced_rounds_at_least(1, 1)` = 2
+//! rounds: divide a count by 2 x the tasks.
+//!
+//! `METRICS=1` instead runs the tree `ROUNDS` times on each worker count
+//! with magpie's executor and `cb_strong` and prints their scheduler
+//! counters per tree (steals, parks, wakes, shares): where the second
+//! worker's cost comes from, in numbers the load moves less than time.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -56,6 +63,92 @@ fn crossbeam_lifo_pair_ns() -> f64 {
         .collect();
     runs.sort_by(f64::total_cmp);
     runs[runs.len() / 2]
+}
+
+/// `METRICS=1`: the scheduler counters of magpie's executor and of
+/// `cb_strong` on the empty tree, averaged over `rounds` trees.
+fn print_metrics(depth: u32, rounds: usize, worker_counts: &[usize]) {
+    use magpie_benches::cb_strong::{CbStrongConfig, CbStrongCtx, CbStrongExecutor};
+    use magpie_runtime::{Executor, ExecutorConfig, WorkerCtx};
+    let spawns = move |id: u64| 63 - id.leading_zeros() < depth;
+    for &workers in worker_counts {
+        let (mut steals, mut stolen, mut parks, mut unparks, mut shares, mut hoard) =
+            (0, 0, 0, 0, 0, 0);
+        let (mut attempts, mut requests, mut global) = (0, 0, 0);
+        for _ in 0..rounds {
+            let ex = Executor::new(
+                ExecutorConfig {
+                    workers,
+                    pin_threads: false,
+                    ..ExecutorConfig::default()
+                },
+                |_| (),
+                move |id: u64, ctx: &mut WorkerCtx<u64, ()>| {
+                    if spawns(id) {
+                        ctx.spawn_local(2 * id);
+                        ctx.spawn_local(2 * id + 1);
+                    }
+                },
+            );
+            assert!(ex.spawn_external(1).is_ok());
+            let m = ex.join().total;
+            assert_eq!(m.tasks_run(), (1u64 << (depth + 1)) - 1);
+            steals += m.steal_successes;
+            stolen += m.tasks_stolen;
+            attempts += m.steal_attempts;
+            parks += m.parks;
+            unparks += m.unparks;
+            shares += m.shares;
+            requests += m.share_requests;
+            hoard += m.wake_on_hoard;
+            global += m.tasks_global;
+        }
+        let r = rounds as f64;
+        println!(
+            "magpie    {workers} w, per tree: steals {:.1} (tasks {:.1}, attempts {:.1}), \
+             share requests {:.1}, shares {:.1}, parks {:.1}, unparks {:.1} \
+             (wake-on-hoard {:.1}), tasks from global {:.1}",
+            steals as f64 / r,
+            stolen as f64 / r,
+            attempts as f64 / r,
+            requests as f64 / r,
+            shares as f64 / r,
+            parks as f64 / r,
+            unparks as f64 / r,
+            hoard as f64 / r,
+            global as f64 / r,
+        );
+        let (mut from_steal, mut from_inj, mut wakes, mut sleeps, mut cparks) = (0, 0, 0, 0, 0);
+        for _ in 0..rounds {
+            let ex = CbStrongExecutor::new(
+                CbStrongConfig::with_workers(workers),
+                |_| (),
+                move |id: u64, ctx: &mut CbStrongCtx<u64, ()>| {
+                    if spawns(id) {
+                        ctx.spawn_local(2 * id);
+                        ctx.spawn_local(2 * id + 1);
+                    }
+                },
+            );
+            assert!(ex.spawn_external(1).is_ok());
+            let m = ex.join().total;
+            assert_eq!(m.tasks_run, (1u64 << (depth + 1)) - 1);
+            from_steal += m.from_steal;
+            from_inj += m.from_injector;
+            wakes += m.wakes;
+            sleeps += m.sleeps;
+            cparks += m.parks;
+        }
+        println!(
+            "cb_strong {workers} w, per tree: steals {:.1}, from injector {:.1}, \
+             wakes {:.1}, sleeps {:.1}, parks {:.1}",
+            from_steal as f64 / r,
+            from_inj as f64 / r,
+            wakes as f64 / r,
+            sleeps as f64 / r,
+            cparks as f64 / r,
+        );
+    }
 }
 
 fn main() {
@@ -91,6 +184,12 @@ fn main() {
     let (peers, worker_counts) = (&peers[..], &worker_counts[..]);
     let depth = env("DEPTH", 20) as u32;
     let warm_up = env("WARMUP", 1) != 0;
+    if env("METRICS", 0) != 0 {
+        println!("load average before: {}", loadavg());
+        print_metrics(depth, env("ROUNDS", 16), worker_counts);
+        println!("load average after: {}", loadavg());
+        return;
+    }
     let rounds = balanced_rounds_at_least(peers.len(), env("ROUNDS", 16));
     let tree = BinaryTree {
         depth,

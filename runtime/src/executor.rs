@@ -83,6 +83,7 @@ pub struct WorkerCtx<T: Send + 'static, S> {
 
 impl<T: Send + 'static, S> Worker for WorkerCtx<T, S> {
     type Task = T;
+    const FAST_TICK: bool = true;
 
     #[inline(always)]
     fn parts(&mut self) -> Parts<'_, T> {
@@ -113,11 +114,11 @@ impl<T: Send + 'static, S> WorkerCtx<T, S> {
         }
     }
 
-    /// Spawns a task onto this worker: into its LIFO slot; the previous
-    /// occupant moves to the worker's private stack, whose oldest half goes
-    /// to the ring, where other workers steal it, when one of them asks.
-    /// Never touches a shared counter. Every 32 local spawns a parked sibling is
-    /// woken (wake-on-hoard).
+    /// Spawns a task onto this worker: onto its private stack (newest
+    /// first, as a LIFO slot in front of it would give), whose oldest half
+    /// goes to the ring, where other workers steal it, when one of them
+    /// asks. Never touches a shared counter. Every 32 local spawns a parked
+    /// sibling is woken (wake-on-hoard).
     #[inline(always)]
     pub fn spawn_local(&mut self, task: T) {
         // The common case needs only the core; the rest builds `Parts`.

@@ -25,6 +25,8 @@ use magpie_core::CachePadded;
 
 use crate::metrics::WorkerMetrics;
 
+#[cfg(test)]
+mod fast_tick_tests;
 pub(crate) mod tiered;
 
 /// At most this many tasks in a row come from the LIFO slot before the ring
@@ -332,6 +334,19 @@ pub(crate) struct Core<T> {
     /// The next task starts a fresh measurement batch (the worker was idle).
     batch_fresh: bool,
     spawns_since_wake: u32,
+    /// Private spawns left before the next one takes the general path and
+    /// wakes a sibling (wake-on-hoard). Only in the private-spawn mode;
+    /// 0 otherwise, which sends every spawn down the general path.
+    private_spawns_left: u32,
+    /// Ticks the fast path ([`Core::take_private_fast`]) may still serve
+    /// from the private stack before the full `next_task` must run: 0
+    /// outside the private-spawn mode, and granted by the full path only
+    /// up to the next tick on which it has something to do (README.md,
+    /// "The fast tick").
+    fast_left: u32,
+    /// `fast_left` when it was granted: the fast ticks taken since are
+    /// `fast_granted - fast_left`, settled by [`Core::settle_fast`].
+    fast_granted: u32,
     clock: ClockFn,
 }
 
@@ -364,6 +379,15 @@ impl<T: Send + 'static> Core<T> {
             batch_start_ns: 0,
             batch_fresh: true,
             spawns_since_wake: 0,
+            private_spawns_left: if shared.lifo_mode == LifoMode::Owner
+                && shared.local_mode == LocalMode::Split
+            {
+                WAKE_ON_HOARD_THRESHOLD - 1
+            } else {
+                0
+            },
+            fast_left: 0,
+            fast_granted: 0,
             clock,
         }
     }
@@ -379,13 +403,70 @@ impl<T: Send + 'static> Core<T> {
     /// `prepare_park` and `end_park`.
     #[inline(always)]
     pub(crate) fn try_spawn_private(&mut self, task: T) -> Result<(), T> {
-        if !self.private_spawns || self.spawns_since_wake + 1 >= WAKE_ON_HOARD_THRESHOLD {
+        // 0 outside the private-spawn mode, and 0 when the next spawn is
+        // the 32nd since the last wake-on-hoard check: one test covers both.
+        if self.private_spawns_left == 0 {
             return Err(task);
         }
+        debug_assert!(self.private_spawns, "private spawns outside their mode");
         debug_assert!(!self.transitioning_to_park, "a task ran while parking");
-        self.spawns_since_wake += 1;
+        self.private_spawns_left -= 1;
         self.stack.push(task);
         Ok(())
+    }
+
+    /// The fast tick (README.md, "The fast tick"): the next task from the
+    /// private stack, when the full [`Parts::next_task`] would have found
+    /// nothing else to do first. `fast_left` is nonzero only in the
+    /// private-spawn mode, after the full path found a task and granted
+    /// the ticks up to its next global look, done check or maintenance
+    /// pass; a raised `wants_work` sends the tick down the full path,
+    /// which answers it. What the fast ticks skip (the tick counters, the
+    /// `tasks_local` metric) is added up by [`Core::settle_fast`] at the
+    /// start of the next full tick.
+    #[inline(always)]
+    pub(crate) fn take_private_fast(&mut self) -> Option<T> {
+        if self.fast_left == 0 || self.wants_work.load(Ordering::Relaxed) {
+            return None;
+        }
+        let task = self.stack.pop()?;
+        debug_assert!(
+            self.lifo.is_none() && !self.is_searching && !self.batch_fresh,
+            "a fast tick with a LIFO task, while searching or after idling"
+        );
+        self.fast_left -= 1;
+        Some(task)
+    }
+
+    /// Books the fast ticks taken since the last grant as the full path
+    /// would have: each one a tick (`global_countdown`), a task of the
+    /// budget and a task from the local queue.
+    #[inline(always)]
+    fn settle_fast(&mut self, metrics: &mut WorkerMetrics) {
+        let taken = self.fast_granted - self.fast_left;
+        self.fast_granted = 0;
+        self.fast_left = 0;
+        if taken != 0 {
+            self.global_countdown -= taken;
+            self.budget_used += taken;
+            metrics.tasks_local += u64::from(taken);
+        }
+    }
+
+    /// After the full path found a task and counted it: the next ticks on
+    /// which the full path would do nothing but pop the private stack.
+    /// It does something on the tick that brings `global_countdown` to 0
+    /// (the global look), on a tick that starts with `budget_used` at 0
+    /// (the done check) and on the tick whose task is the budget's last
+    /// (the maintenance pass); the grant stops short of all three.
+    #[inline(always)]
+    fn grant_fast(&mut self) {
+        if !self.private_spawns || self.budget_used == 0 {
+            return;
+        }
+        let grant = (self.global_countdown - 1).min(BUDGET_PER_TICK - 1 - self.budget_used);
+        self.fast_left = grant;
+        self.fast_granted = grant;
     }
 
     /// Empties the owner-mode LIFO slot (a worker leaving its loop).
@@ -439,6 +520,11 @@ pub(crate) struct Parts<'a, T> {
 /// async runtime's worker both implement it.
 pub(crate) trait Worker {
     type Task: Send + 'static;
+    /// Whether this face can take the fast tick (README.md, "The fast
+    /// tick"): only the typed executor spawns privately. With it, the
+    /// full search is called out of line; without it (every other face),
+    /// it is inlined and the fast tick is not looked at.
+    const FAST_TICK: bool = false;
     fn parts(&mut self) -> Parts<'_, Self::Task>;
 }
 
@@ -709,9 +795,10 @@ impl<T: Send + 'static> Parts<'_, T> {
         }
     }
 
-    /// A task spawned by the running task: into the LIFO slot, evicting the
-    /// previous occupant to the private stack ([`LocalMode::Split`]) or the
-    /// ring ([`LocalMode::Ring`]). Wakes a sibling every
+    /// A task spawned by the running task: with the owner's slot and the
+    /// split queue, onto the private stack; otherwise into the LIFO slot,
+    /// evicting the previous occupant to the private stack
+    /// ([`LocalMode::Split`]) or the ring ([`LocalMode::Ring`]). Wakes a sibling every
     /// [`WAKE_ON_HOARD_THRESHOLD`] spawns so one worker cannot hoard work while
     /// others sleep.
     #[inline(always)]
@@ -725,6 +812,19 @@ impl<T: Send + 'static> Parts<'_, T> {
     /// [`Parts::spawn_local`] when [`Core::try_spawn_private`] declines.
     #[inline]
     pub(crate) fn spawn_local_general(&mut self, task: T) {
+        if self.core.private_spawns {
+            // The 32nd private spawn: the wake-on-hoard check, then the
+            // stack, as every private spawn (the LIFO slot stays empty in
+            // this mode, which is what lets the fast tick skip it).
+            self.core.private_spawns_left = WAKE_ON_HOARD_THRESHOLD - 1;
+            self.wake_on_hoard();
+            if self.core.transitioning_to_park {
+                self.push_local(task);
+            } else {
+                self.core.stack.push(task);
+            }
+            return;
+        }
         self.core.spawns_since_wake += 1;
         if self.core.spawns_since_wake >= WAKE_ON_HOARD_THRESHOLD {
             self.wake_on_hoard();
@@ -803,7 +903,47 @@ where
     W: Worker,
     Tr: TraceHooks,
 {
+    if W::FAST_TICK {
+        let core = &mut *worker.parts().core;
+        if let Some(task) = core.take_private_fast() {
+            trace.event(
+                core.id,
+                SchedEvent::Run {
+                    source: Source::Local,
+                },
+            );
+            return Found::Task(task);
+        }
+        return find_task_full_apart(worker, trace);
+    }
+    find_task_full(worker, trace)
+}
+
+/// The full search of a worker that has the fast tick, out of line: it
+/// runs once per grant (at most every `BUDGET_PER_TICK` tasks while the
+/// private stack keeps the worker busy), and inlined it made the fast
+/// tick's loop build its `Parts` in memory on every task.
+#[inline(never)]
+fn find_task_full_apart<W, Tr>(worker: &mut W, trace: &mut Tr) -> Found<W::Task>
+where
+    W: Worker,
+    Tr: TraceHooks,
+{
+    find_task_full(worker, trace)
+}
+
+/// [`find_task`] past the fast tick: settle the fast ticks, then steps 1-9.
+#[inline(always)]
+fn find_task_full<W, Tr>(worker: &mut W, trace: &mut Tr) -> Found<W::Task>
+where
+    W: Worker,
+    Tr: TraceHooks,
+{
     let mut parts = worker.parts();
+    // Both compile away for the faces without the fast tick.
+    if W::FAST_TICK {
+        parts.core.settle_fast(parts.metrics);
+    }
     // `done` is read at the start of every tick of BUDGET_PER_TICK tasks and
     // after every idle spell, not per task: a worker notices a shutdown
     // within one tick, and a busy worker does not load a shared line per
@@ -834,6 +974,9 @@ where
         }
     }
     parts.core.account_task();
+    if W::FAST_TICK {
+        parts.core.grant_fast();
+    }
     trace.event(id, SchedEvent::Run { source });
     Found::Task(task)
 }
