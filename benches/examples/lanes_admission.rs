@@ -26,6 +26,12 @@
 //! (instructions per job do not depend on the machine's load the way times
 //! do; count two job numbers and take the difference, which removes
 //! start-up).
+//!
+//! Experiment knobs (environment): `LANE_PARK_US`, the lane workers' first
+//! park timeout; `LANE_SPIN_ITERS`, their idle spin rounds before yield and
+//! park (docs/parts/lanes.md, "the idle dispatch"). The last line gives the
+//! process's CPU time over its wall time (every thread: with `peer` set,
+//! that peer's and the others' idle threads), the cost of a spin.
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -221,6 +227,15 @@ fn main() {
     {
         builder = builder.park_timeout(Duration::from_micros(us));
     }
+    // `LANE_SPIN_ITERS`: empty rounds an idle lane worker spins before it
+    // yields and parks (an experiment knob for the idle-pool dispatch
+    // latency; default the builder's).
+    if let Some(n) = std::env::var("LANE_SPIN_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        builder = builder.spin_iters(n);
+    }
     let host = builder.build().unwrap();
     let spec = ThreadPoolSpec {
         max_threads: WORKERS,
@@ -245,6 +260,8 @@ fn main() {
         ),
     ];
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let cpu0 = magpie_benches::proc_stats::cpu_time_schedstat().ok();
+    let wall0 = Instant::now();
     println!(
         "{WORKERS} wide; throughput: {n} empty jobs from one outside thread; dispatch: \
          {samples} single jobs, {gap:?} apart; load average at start: {}",
@@ -324,6 +341,15 @@ fn main() {
             st.completed,
             st.runners_scheduled,
             st.runners_scheduled as f64 / st.completed.max(1) as f64
+        );
+    }
+    if let (Some(c0), Ok(c1)) = (cpu0, magpie_benches::proc_stats::cpu_time_schedstat()) {
+        // The whole process: producer, every peer's threads, spinning
+        // included (with `peer` set, that peer's and the others' idle ones).
+        println!(
+            "process CPU {:.2} s over {:.2} s of wall time",
+            c1.saturating_sub(c0).as_secs_f64(),
+            wall0.elapsed().as_secs_f64()
         );
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
