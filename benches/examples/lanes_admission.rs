@@ -12,7 +12,12 @@
 //!   (`recv` loop; one `Box` per job);
 //! - `cb-typed`: the same pool on a channel of `Probe`s (no `Box`: the
 //!   like-for-like peer of `magpie-lane`);
-//! - `rayon::ThreadPool::spawn`, tokio `spawn` on 2 workers.
+//! - `rayon::ThreadPool::spawn`, tokio `spawn` on 2 workers;
+//! - `magpie-batch32`: not the one-at-a-time admission but its
+//!   bound: the same plain-data lane, the producer handing its jobs over
+//!   in batches of [`BATCH`] (`submit_batch`, one lock per batch on the
+//!   producer's side), what a per-producer ring drained in batches would
+//!   give the producer (docs/parts/lanes.md, branch `lanes4`).
 //!
 //! **Dispatch latency**: an idle pool gets one job every `gap_us`; the time
 //! from just before the submit to the job's first instruction, p50/p99 over
@@ -32,6 +37,7 @@
 //! park (docs/parts/lanes.md, "the idle dispatch"). The last line gives the
 //! process's CPU time over its wall time (every thread: with `peer` set,
 //! that peer's and the others' idle threads), the cost of a spin.
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -42,6 +48,9 @@ use magpie_runtime::lanes::{
 };
 
 const WORKERS: usize = 2;
+
+/// Jobs per `submit_batch` of the `magpie-batch32` peer.
+const BATCH: usize = 32;
 
 type Task = Box<dyn FnOnce() + Send>;
 
@@ -85,6 +94,7 @@ enum Peer {
     ChannelTyped(ChannelPool<Probe>),
     Rayon(rayon::ThreadPool),
     Tokio(tokio::runtime::Runtime),
+    LaneBatched(PoolLane<Probe>, RefCell<Vec<LaneJob<Probe>>>),
 }
 
 impl Peer {
@@ -96,6 +106,7 @@ impl Peer {
             Peer::ChannelTyped(_) => "cb-typed",
             Peer::Rayon(_) => "rayon-spawn",
             Peer::Tokio(_) => "tokio-spawn",
+            Peer::LaneBatched(..) => "magpie-batch32",
         }
     }
 
@@ -126,6 +137,30 @@ impl Peer {
             Peer::ChannelTyped(c) => c.tx.send(p).expect("pool alive"),
             Peer::Rayon(pool) => pool.spawn(move || p.fire()),
             Peer::Tokio(rt) => drop(rt.spawn(async move { p.fire() })),
+            Peer::LaneBatched(pool, buf) => {
+                let mut buf = buf.borrow_mut();
+                let index = buf.len();
+                buf.push(LaneJob {
+                    component: 0,
+                    index,
+                    priority: Priority::Normal,
+                    reentrant: true,
+                    run: p,
+                });
+                if buf.len() >= BATCH {
+                    let _ = pool.submit_batch(std::mem::take(&mut *buf));
+                }
+            }
+        }
+    }
+
+    /// Hands over what a batching peer holds (the others hold nothing).
+    fn flush(&self) {
+        if let Peer::LaneBatched(pool, buf) = self {
+            let jobs = std::mem::take(&mut *buf.borrow_mut());
+            if !jobs.is_empty() {
+                let _ = pool.submit_batch(jobs);
+            }
         }
     }
 }
@@ -173,6 +208,7 @@ fn throughput(peer: &Peer, n: u64) -> Duration {
     for _ in 0..n {
         peer.submit(Probe::Count(done.clone()));
     }
+    peer.flush();
     while done.load(Ordering::Relaxed) < n {
         std::hint::spin_loop();
     }
@@ -189,6 +225,7 @@ fn dispatch(peer: &Peer, samples: usize, gap: Duration) -> Vec<u64> {
         started.store(u64::MAX, Ordering::Relaxed);
         let before = origin.elapsed().as_nanos() as u64;
         peer.submit(Probe::Stamp(started.clone(), origin));
+        peer.flush();
         let at = loop {
             let v = started.load(Ordering::Acquire);
             if v != u64::MAX {
@@ -258,6 +295,10 @@ fn main() {
                 .build()
                 .unwrap(),
         ),
+        Peer::LaneBatched(
+            PoolLane::typed(&spec, &host),
+            RefCell::new(Vec::with_capacity(BATCH)),
+        ),
     ];
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let cpu0 = magpie_benches::proc_stats::cpu_time_schedstat().ok();
@@ -295,7 +336,7 @@ fn main() {
     // Per-round ratios (the two peers ran in the same round, one after
     // the other), before the medians below sort the rates.
     println!("\nper-round throughput ratios (median, min-max):");
-    for (a, b) in [(0, 3), (0, 2), (1, 2), (0, 1)] {
+    for (a, b) in [(0, 3), (0, 2), (1, 2), (0, 1), (6, 3)] {
         if rates[a].len() != rates[b].len() || rates[a].is_empty() {
             continue;
         }
