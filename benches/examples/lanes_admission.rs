@@ -12,7 +12,12 @@
 //!   (`recv` loop; one `Box` per job);
 //! - `cb-typed`: the same pool on a channel of `Probe`s (no `Box`: the
 //!   like-for-like peer of `magpie-lane`);
-//! - `rayon::ThreadPool::spawn`, tokio `spawn` on 2 workers.
+//! - `rayon::ThreadPool::spawn`, tokio `spawn` on 2 workers;
+//! - `magpie-batch32`: not the issue's one-at-a-time admission but its
+//!   bound: the same plain-data lane, the producer handing its jobs over
+//!   in batches of [`BATCH`] (`submit_batch`, one lock per batch on the
+//!   producer's side), what a per-producer ring drained in batches would
+//!   give the producer (docs/parts/lanes.md, branch `lanes4`).
 //!
 //! **Dispatch latency**: an idle pool gets one job every `gap_us`; the time
 //! from just before the submit to the job's first instruction, p50/p99 over
@@ -26,6 +31,13 @@
 //! (instructions per job do not depend on the machine's load the way times
 //! do; count two job numbers and take the difference, which removes
 //! start-up).
+//!
+//! Experiment knobs (environment): `LANE_PARK_US`, the lane workers' first
+//! park timeout; `LANE_SPIN_ITERS`, their idle spin rounds before yield and
+//! park (docs/parts/lanes.md, "the idle dispatch"). The last line gives the
+//! process's CPU time over its wall time (every thread: with `peer` set,
+//! that peer's and the others' idle threads), the cost of a spin.
+use std::cell::RefCell;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -36,6 +48,9 @@ use magpie_runtime::lanes::{
 };
 
 const WORKERS: usize = 2;
+
+/// Jobs per `submit_batch` of the `magpie-batch32` peer.
+const BATCH: usize = 32;
 
 type Task = Box<dyn FnOnce() + Send>;
 
@@ -79,6 +94,7 @@ enum Peer {
     ChannelTyped(ChannelPool<Probe>),
     Rayon(rayon::ThreadPool),
     Tokio(tokio::runtime::Runtime),
+    LaneBatched(PoolLane<Probe>, RefCell<Vec<LaneJob<Probe>>>),
 }
 
 impl Peer {
@@ -90,6 +106,7 @@ impl Peer {
             Peer::ChannelTyped(_) => "cb-typed",
             Peer::Rayon(_) => "rayon-spawn",
             Peer::Tokio(_) => "tokio-spawn",
+            Peer::LaneBatched(..) => "magpie-batch32",
         }
     }
 
@@ -120,6 +137,30 @@ impl Peer {
             Peer::ChannelTyped(c) => c.tx.send(p).expect("pool alive"),
             Peer::Rayon(pool) => pool.spawn(move || p.fire()),
             Peer::Tokio(rt) => drop(rt.spawn(async move { p.fire() })),
+            Peer::LaneBatched(pool, buf) => {
+                let mut buf = buf.borrow_mut();
+                let index = buf.len();
+                buf.push(LaneJob {
+                    component: 0,
+                    index,
+                    priority: Priority::Normal,
+                    reentrant: true,
+                    run: p,
+                });
+                if buf.len() >= BATCH {
+                    let _ = pool.submit_batch(std::mem::take(&mut *buf));
+                }
+            }
+        }
+    }
+
+    /// Hands over what a batching peer holds (the others hold nothing).
+    fn flush(&self) {
+        if let Peer::LaneBatched(pool, buf) = self {
+            let jobs = std::mem::take(&mut *buf.borrow_mut());
+            if !jobs.is_empty() {
+                let _ = pool.submit_batch(jobs);
+            }
         }
     }
 }
@@ -167,6 +208,7 @@ fn throughput(peer: &Peer, n: u64) -> Duration {
     for _ in 0..n {
         peer.submit(Probe::Count(done.clone()));
     }
+    peer.flush();
     while done.load(Ordering::Relaxed) < n {
         std::hint::spin_loop();
     }
@@ -183,6 +225,7 @@ fn dispatch(peer: &Peer, samples: usize, gap: Duration) -> Vec<u64> {
         started.store(u64::MAX, Ordering::Relaxed);
         let before = origin.elapsed().as_nanos() as u64;
         peer.submit(Probe::Stamp(started.clone(), origin));
+        peer.flush();
         let at = loop {
             let v = started.load(Ordering::Acquire);
             if v != u64::MAX {
@@ -221,6 +264,15 @@ fn main() {
     {
         builder = builder.park_timeout(Duration::from_micros(us));
     }
+    // `LANE_SPIN_ITERS`: empty rounds an idle lane worker spins before it
+    // yields and parks (an experiment knob for the idle-pool dispatch
+    // latency; default the builder's).
+    if let Some(n) = std::env::var("LANE_SPIN_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        builder = builder.spin_iters(n);
+    }
     let host = builder.build().unwrap();
     let spec = ThreadPoolSpec {
         max_threads: WORKERS,
@@ -243,8 +295,14 @@ fn main() {
                 .build()
                 .unwrap(),
         ),
+        Peer::LaneBatched(
+            PoolLane::typed(&spec, &host),
+            RefCell::new(Vec::with_capacity(BATCH)),
+        ),
     ];
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let cpu0 = magpie_benches::proc_stats::cpu_time_schedstat().ok();
+    let wall0 = Instant::now();
     println!(
         "{WORKERS} wide; throughput: {n} empty jobs from one outside thread; dispatch: \
          {samples} single jobs, {gap:?} apart; load average at start: {}",
@@ -278,7 +336,7 @@ fn main() {
     // Per-round ratios (the two peers ran in the same round, one after
     // the other), before the medians below sort the rates.
     println!("\nper-round throughput ratios (median, min-max):");
-    for (a, b) in [(0, 3), (0, 2), (1, 2), (0, 1)] {
+    for (a, b) in [(0, 3), (0, 2), (1, 2), (0, 1), (6, 3)] {
         if rates[a].len() != rates[b].len() || rates[a].is_empty() {
             continue;
         }
@@ -324,6 +382,15 @@ fn main() {
             st.completed,
             st.runners_scheduled,
             st.runners_scheduled as f64 / st.completed.max(1) as f64
+        );
+    }
+    if let (Some(c0), Ok(c1)) = (cpu0, magpie_benches::proc_stats::cpu_time_schedstat()) {
+        // The whole process: producer, every peer's threads, spinning
+        // included (with `peer` set, that peer's and the others' idle ones).
+        println!(
+            "process CPU {:.2} s over {:.2} s of wall time",
+            c1.saturating_sub(c0).as_secs_f64(),
+            wall0.elapsed().as_secs_f64()
         );
     }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();

@@ -4,6 +4,7 @@
 //! time, for `secs` seconds, next to a thread sleeping until each deadline.
 //!
 //! `cargo run --release -p magpie-benches --example lanes_idle_cpu [hz] [secs]`
+//! (`LANE_SPIN_ITERS=n`: the lane workers' idle spin, an experiment knob)
 use std::time::{Duration, Instant};
 
 use magpie_benches::proc_stats::cpu_time_schedstat;
@@ -34,7 +35,16 @@ fn main() {
     let secs: f64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(3.0);
     let period = Duration::from_secs_f64(1.0 / hz);
     let ticks = (secs * hz) as u64;
-    let rt = LaneRuntime::new(2).unwrap();
+    // `LANE_SPIN_ITERS`: empty rounds an idle lane worker spins before it
+    // yields and parks (an experiment knob; default the builder's).
+    let mut builder = LaneRuntime::builder().workers(2);
+    if let Some(n) = std::env::var("LANE_SPIN_ITERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        builder = builder.spin_iters(n);
+    }
+    let rt = builder.build().unwrap();
     std::thread::sleep(Duration::from_millis(200)); // let the workers park
     let idle = cpu_share(|| std::thread::sleep(Duration::from_secs_f64(secs)));
     let lane = cpu_share(|| {
