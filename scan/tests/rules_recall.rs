@@ -3,7 +3,13 @@
 //! missing, next to the near miss that must stay unreported.
 #![cfg(not(loom))]
 
+use std::sync::LazyLock;
+
 use scan::rules::{Match, RuleSet, Scratch};
+
+/// One built-in set for every test here (building it and its regexes is
+/// most of the run time in a debug build).
+static RULES: LazyLock<RuleSet> = LazyLock::new(RuleSet::builtin);
 
 /// (rule, secret) of every finding in `text`.
 fn found(rs: &RuleSet, text: &str) -> Vec<(String, String)> {
@@ -38,7 +44,7 @@ fn assert_silent(rs: &RuleSet, text: &str) {
 
 #[test]
 fn the_generic_rule_takes_long_lower_case_hex_and_no_other_two_class_value() {
-    let rs = RuleSet::builtin();
+    let rs = &*RULES;
     for (text, secret) in [
         (
             "API_KEY = \"951bc382db9abad29c68634761dd6e19\"",
@@ -49,7 +55,7 @@ fn the_generic_rule_takes_long_lower_case_hex_and_no_other_two_class_value() {
             "6fb1cff7690db9ac066cadbbde8e3c078efdabcf",
         ),
     ] {
-        assert_reports(&rs, text, "generic-secret-assignment", secret);
+        assert_reports(rs, text, "generic-secret-assignment", secret);
     }
     for text in [
         // Hex shorter than 32, lower-case letters and digits past `f`,
@@ -62,13 +68,13 @@ fn the_generic_rule_takes_long_lower_case_hex_and_no_other_two_class_value() {
         // Hex of low entropy, and a hash named as a digest, not a key.
         "token = \"0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b\"",
     ] {
-        assert_silent(&rs, text);
+        assert_silent(rs, text);
     }
 }
 
 #[test]
 fn a_service_name_value_may_be_words_with_many_digits_and_scattered_caps() {
-    let rs = RuleSet::builtin();
+    let rs = &*RULES;
     // Ayrshare's layout: four dash-joined groups of letters and digits.
     assert_reports(
         &rs,
@@ -83,14 +89,14 @@ fn a_service_name_value_may_be_words_with_many_digits_and_scattered_caps() {
         "eventbrite-api-key",
         "YTR4GR5T89WQP8HJKLDF",
     );
-    assert_silent(&rs, "eventbrite_key: EVENTBRITEKEYSHA256V");
+    assert_silent(rs, "eventbrite_key: EVENTBRITEKEYSHA256V");
     // A word list with a version number is still prose.
-    assert_silent(&rs, "eventbrite client-library-for-python-3");
+    assert_silent(rs, "eventbrite client-library-for-python-3");
 }
 
 #[test]
 fn a_service_name_value_may_be_longer_than_256_bytes() {
-    let rs = RuleSet::builtin();
+    let rs = &*RULES;
     let value: String = (0..400)
         .map(|i| {
             let b = b"Q7kD2w9Mz3F8x4ZpT1c6HbX5e"[(i * 7 + i / 5) % 25];
@@ -102,5 +108,5 @@ fn a_service_name_value_may_be_longer_than_256_bytes() {
         })
         .collect();
     let text = format!("wrike_token = {value}\n");
-    assert_reports(&rs, &text, "wrike-api-key", &value);
+    assert_reports(rs, &text, "wrike-api-key", &value);
 }

@@ -245,7 +245,7 @@ fn table() -> Vec<B> {
         tok("cloudflare-origin-ca-key", "cloud", "Cloudflare Origin CA key", &["v1.0-"],
             r"\b(v1\.0-[a-f0-9]{24}-[a-f0-9]{146})\b", "v1.0-{hex:24}-{hex:146}").ent(3.0).neg(&["v1.0-{hex:24}-{hex:100}"]),
         ctx("linode-pat", "cloud", "Linode personal access token", &["linode"], "linode", "[a-f0-9]{64}", r"\b", "{hex:64}").ent(3.0)
-            .ex(&["LINODE_TOKEN=\"{secret}\""]).neg(&["LINODE_TOKEN=\"{hex:40}\""]),
+            .ex(&["LINODE_TOKEN=\"{secret}\""]).neg(&["LINODE_TOKEN=\"{hex:24}\""]),
         ctx("scaleway-secret-key", "cloud", "Scaleway secret key", &["scw_secret", "scaleway"], r"scw_secret|scaleway",
             UUID, r"\b", "{uuid}").ent(3.0).ex(&["SCW_SECRET_KEY={secret}"]).neg(&["SCW_SECRET_KEY=<secret-key>"]),
         ctx("vultr-api-key", "cloud", "Vultr API key", &["vultr"], "vultr", "[A-Z0-9]{36}", r"\b", "{upalnum:36}").ent(3.5)
@@ -709,8 +709,7 @@ fn table() -> Vec<B> {
 /// is allowlisted here: letters only, lower-case letters and digits with a
 /// letter past `f` (unless base32 of length 52), upper-case letters and
 /// digits, no letter, and hex shorter than 32.
-const GENERIC_FEWER_CLASSES: &str =
-    r"^(?:[A-Za-z]+|[a-z0-9]*[g-z][a-z0-9]*[0189][a-z0-9]*|[a-z0-9]*[0189][a-z0-9]*[g-z][a-z0-9]*|[a-z2-7]{1,51}|[a-z2-7]{53,}|[A-Z0-9]+|[^A-Z0-9]+|[^a-z0-9]+|[^A-Za-z]+|[a-f0-9]{1,31})$";
+const GENERIC_FEWER_CLASSES: &str = r"^(?:[A-Za-z]+|[a-z0-9]*[g-z][a-z0-9]*[0189][a-z0-9]*|[a-z0-9]*[0189][a-z0-9]*[g-z][a-z0-9]*|[a-z2-7]{1,51}|[a-z2-7]{53,}|[A-Z0-9]+|[^A-Z0-9]+|[^a-z0-9]+|[^A-Za-z]+|[a-f0-9]{1,31})$";
 
 /// A key that is a file name (`"src/token.rs": "<sha256>"` in cargo's
 /// `.cargo-checksum.json`): the match starts at the keyword, so the key

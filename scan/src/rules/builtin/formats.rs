@@ -80,7 +80,7 @@ pub(super) fn table() -> Vec<B> {
         tok("nuget-api-key-by-name", "source-ci", "NuGet API key by the service's name (46 lower-case letters and digits)", &["nuget"],
             r#"(?i:nuget)[\w.-]{0,20}?(?:[ \t]{1,3}(?i:api[ _-]?key|key|secret|token))?["']?[ \t]{0,4}(?::=|=>|=|:|[ \t])[ \t]{0,4}["']?([a-z0-9]{46})\b"#,
             "{lowalnum:46}").ci().ent(3.5).prio(-1).precision(Precision::Medium)
-            .ex(&["nuget key = {secret}", "NUGET_API_KEY: \"{secret}\"", "nuget push pkg.nupkg -k {secret}"])
+            .ex(&["nuget key = {secret}", "NUGET_API_KEY: \"{secret}\"", "nuget secret {secret}"])
             .neg(&["nuget key = {lowalnum:20}", "NUGET_API_KEY: ${NUGET_API_KEY}"]),
         // ------------------------------------------------------ private keys
         // A PEM private key, base64-encoded as a whole (an environment
@@ -116,7 +116,7 @@ pub(super) fn table() -> Vec<B> {
             r#"(?i:atlassian|confluence)[\w.-]{0,20}?(?i:key|token|secret|pass\w{0,6})["']?\s{0,4}(?::=|=>|=|:)\s{0,4}["']?([A-Za-z0-9]{24})\b"#,
             "{alnum:24}").ci().ent(3.5).classes(2).precision(Precision::Medium)
             .ex(&["Atlassian_key = \"{secret}\"", "CONFLUENCE_API_TOKEN={secret}"])
-            .neg(&["ATLASSIAN_TOKEN=atlassianapitokenvalue", "CONFLUENCE_API_TOKEN={alnum:12}"]),
+            .neg(&["ATLASSIAN_TOKEN=atlassianapitokenvalue", "CONFLUENCE_API_TOKEN={alnum:10}"]),
         // ThingsBoard device provisioning credentials (JSON request body).
         tok("thingsboard-provision-secret", "saas", "ThingsBoard device provisioning secret", &["provisiondevicesecret"],
             r#"(?i:provisionDeviceSecret)["']?\s{0,4}:\s{0,4}["']([A-Za-z0-9]{16,40})["']"#,
@@ -128,6 +128,6 @@ pub(super) fn table() -> Vec<B> {
             &format!(r#"(?i:shutterstock)[\w.-]{{0,30}}?["']?\s{{0,4}}(?::=|=>|=|:)\s{{0,4}}["']?(v2/[A-Za-z0-9+/]{{60,400}}={{0,2}}){END_B64}"#),
             "v2/{b64:200}").ci().max(480).ent(4.0).precision(Precision::Medium)
             .ex(&["SHUTTERSTOCK_TOKEN={secret}", "shutterstock_token = \"{secret}\""])
-            .neg(&["SHUTTERSTOCK_TOKEN=v2/{b64:20}"]),
+            .neg(&["SHUTTERSTOCK_TOKEN=v2/{b64:8}"]),
     ]
 }

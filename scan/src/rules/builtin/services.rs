@@ -382,9 +382,9 @@ const NAMED: &[(&str, &str)] = &[
     ("mailmodo", "Mailmodo"), ("nozbe", "Nozbe"), ("reallysimplesystems", "Really Simple Systems"),
     ("rentman", "Rentman"), ("requestfinance", "Request Finance"), ("vpnapi", "vpnapi.io"),
     // Added by the recall round (kingfisher's examples name these services).
-    ("atera", "Atera"), ("blogger", "Blogger"), ("nimble", "Nimble CRM"), ("data.gov", "api.data.gov"),
+    ("atera", "Atera"), ("blogger", "Blogger"), ("nimble", "Nimble CRM"),
     ("formio", "Form.io"), ("goodday", "GoodDay"), ("impala", "Impala"), ("ipifi", "IPify"),
-    ("kontent", "Kontent.ai"), ("miro", "Miro"), ("scaleway", "Scaleway"), ("tly", "T.LY"),
+    ("kontent", "Kontent.ai"), ("miro", "Miro"), ("tly", "T.LY"),
     ("toggl", "Toggl Track"), ("twitter", "Twitter / X"), ("vercel", "Vercel"),
     ("youneedabudget", "YNAB"),
 ];
