@@ -77,14 +77,14 @@ fn a_service_name_value_may_be_words_with_many_digits_and_scattered_caps() {
     let rs = &*RULES;
     // Ayrshare's layout: four dash-joined groups of letters and digits.
     assert_reports(
-        &rs,
+        rs,
         "ayrshare SECRET Q7KD2291-WM3F8840-ZP6T1172-HB9X5563",
         "ayrshare-api-key",
         "Q7KD2291-WM3F8840-ZP6T1172-HB9X5563",
     );
     // Upper-case keys scatter their digits; identifiers keep them in one run.
     assert_reports(
-        &rs,
+        rs,
         "eventbrite privatekey YTR4GR5T89WQP8HJKLDF",
         "eventbrite-api-key",
         "YTR4GR5T89WQP8HJKLDF",
