@@ -29,11 +29,22 @@ flag) is kept outside the tree. Each tool scans the tree once:
   kingfisher              kingfisher scan --no-validate --format json TREE
 
 and the script prints found/total per tool: over all examples, over those
-of rules kingfisher marks visible, and over the examples that are not
-placeholder-shaped (`not-plh`: the longest token-like run of the example
-passes magpie's placeholder test, so it has no `abcdef`/`123456` run and no
-word such as `example`); then the number of families with at least one
-example found, and the families magpie finds none of. The data is read from
+of rules kingfisher marks visible, over the examples that are not
+placeholder-shaped (`not-plh`: the example's value, its longest token-like
+run with a digit, passes magpie's placeholder test, so it has no
+`abcdef`/`123456` run and no word such as `example`, and is not a typed
+walk such as `a1b2c3d4…` or `abcd1234efgh5678…`, see `walk_shaped`), and
+over the `honest` set; then the number of
+families with at least one example found, and the families magpie finds
+none of.
+
+The `honest` set leaves out the examples that no scanner should report:
+those of rules kingfisher itself marks invisible (account ids, host names,
+user names: kingfisher uses them only to validate another rule's secret),
+the placeholder-shaped ones, and those whose token is a published
+documentation value (`DOC_VALUES`: the example UUID of RFC 4122, in any
+of its edited forms `123e4567-e89b-12d3-a456-426614174xyz`). Every
+column is printed; none replaces another. The data is read from
 the checkout at run time; none of it is copied into this repository.
 """
 import glob
@@ -80,11 +91,21 @@ PLACEHOLDER_WORDS = ["example", "xxxx", "placeholder", "changeme", "change_me", 
                      "notreal", "not_real", "not-real", "****", "..."]
 
 
-def placeholder_shaped(example):
-    runs = re.findall(r"[A-Za-z0-9+/=_.~-]{12,}", example)
+def value_run(example, chars=r"[A-Za-z0-9+/=_.~-]"):
+    """The longest token-like run of 12+ characters that holds a digit (a
+    value rather than a key name such as `eagleeyenetworks`), else the
+    longest run; None if there is none."""
+    runs = re.findall(chars + "{12,}", example)
     if not runs:
+        return None
+    with_digit = [r for r in runs if any(c.isdigit() for c in r)]
+    return max(with_digit or runs, key=len)
+
+
+def placeholder_shaped(example):
+    s = value_run(example)
+    if s is None:
         return False
-    s = max(runs, key=len)
     low = s.lower()
     if any(w in low for w in PLACEHOLDER_WORDS):
         return True
@@ -96,6 +117,88 @@ def placeholder_shaped(example):
         down = down + 1 if aln and ord(a) == ord(b) + 1 else 1
         best = max(best, same, up, down)
     return best >= 6
+
+
+# Published example values: the UUID of RFC 4122's (and Wikipedia's)
+# example, with the last three digits edited or not.
+DOC_VALUES = [re.compile(r"123e4567-?e89b-?12d3-?a456-?426614174", re.I)]
+
+
+def doc_value(example):
+    return any(r.search(example) for r in DOC_VALUES)
+
+
+def _steps_near(chars):
+    """Share of neighbouring characters that are equal or one apart."""
+    pairs = list(zip(chars, chars[1:]))
+    return sum(1 for a, b in pairs if abs(ord(a) - ord(b)) <= 1) / len(pairs) if pairs else 0.0
+
+
+def walk_shaped(example):
+    """A typed pattern rather than a random value, in the longest token run:
+    the alphabet and the digits walked in step (`a1b2c3d4…`,
+    `abcd1234efgh5678…`, `xyz987uvw654…`), letters walked alone
+    (`aaaabbbbcccc…`), or one short unit repeated (`xyzxyzxyz…`,
+    `ABCDE12-ABCDE12-…`). Random tokens almost never have most of their
+    neighbouring letters one apart (about 3 in 26 pairs do)."""
+    # Key and value split at `=` and `:`, so `NAME_KEY=a1b2c3…` is judged
+    # by its value.
+    s = value_run(example, r"[A-Za-z0-9+/_.~-]")
+    if s is None:
+        return False
+    letters = [c for c in s.lower() if c.isalpha()]
+    digits = [c for c in s if c.isdigit()]
+    # Hex letters (a-f) are one apart by chance in 16 of 36 pairs: ask more.
+    hexonly = set(letters) <= set("abcdef")
+    if len(letters) >= 8 and _steps_near(letters) >= (0.9 if hexonly else 0.8):
+        return True
+    if len(letters) >= 6 and len(digits) >= 4 and _steps_near(digits) >= 0.6 \
+            and _steps_near(letters) >= (0.9 if hexonly else 0.6):
+        return True
+    # One unit of 2 to 8 characters repeated over most of the run.
+    return any(len(m.group(0)) >= 0.6 * len(s) for m in re.finditer(r"(.{2,8}?)\1{2,}", s))
+
+
+# Examples judged by hand (kingfisher ee7c0db) not to be credentials a
+# scanner should report, with the reason. Keyed by the tree path without
+# `.txt`. Each is counted in its own column and left out of `honest`; a
+# reviewer who disagrees can delete a line.
+NOT_CREDENTIALS = {
+    "age/kingfisher.age.1.0": "an age public key (a recipient, published by design)",
+    "azuresearchquery/kingfisher.azuresearch.url.1.0": "a service URL with no secret in it",
+    "gcp/kingfisher.gcp.1.0": "random text in auth_provider_x509_cert_url, a public certificate URL field",
+    "generic/kingfisher.generic.5.2": "code that concatenates variables",
+    "linkedin/kingfisher.linkedin.1.0": "prose: a form's field labels",
+    "mapbox/kingfisher.mapbox.1.0": "a Mapbox public (pk.) token, made to be sent to browsers",
+    "squareup/kingfisher.squareup.1.0": "a Square application id (public)",
+    "squareup/kingfisher.squareup.1.1": "a Square application id (public)",
+    "twitter/kingfisher.twitter.1.0": "an account id",
+    "ftp/kingfisher.ftp.1.2": "an anonymous FTP login",
+    **{f"generic/kingfisher.weak_password.1.{i}": "a bare word: nothing marks it as a password"
+       for i in range(5)},
+    **{f"react/kingfisher.reactapp.1.{i}": "a user name" for i in range(6)},
+    # Published documentation values.
+    **{f"generic/kingfisher.generic.{i}": "RFC 7617's example credentials (Aladdin, open sesame)"
+       for i in ("3.4", "4.0", "4.1", "8.4")},
+    "snowflake/kingfisher.snowflake.3.0": "P@ssw0rd123, the stock example password",
+    "mongodb/kingfisher.mongodb.3.2": "contoso, Microsoft's documentation name, as the password",
+    # Placeholder words and template expressions as the value.
+    "generic/kingfisher.generic.4.2": "placeholder password ######",
+    **{f"gradle/kingfisher.gradle.1.{i}": "placeholder password (password, SOME_PASSWORD)" for i in range(4)},
+    **{f"odbc/kingfisher.odbc.1.{i}": "placeholder password (secret, myPassword)" for i in range(2, 7)},
+    "odbc/kingfisher.odbc.1.8": "a template expression as the password",
+    "psexec/kingfisher.psexec.1.2": "a variable ($Password) as the password",
+    "psexec/kingfisher.psexec.1.3": "a variable (%nothing%) as the password",
+    "psexec/kingfisher.psexec.1.4": "placeholder password PASSWORD",
+    "react/kingfisher.reactapp.2.5": "placeholder password smtp_password",
+    "ftp/kingfisher.ftp.1.1": "placeholder password secret",
+    "travisci/kingfisher.travisci.1.0": "placeholder value (RANDOMCONTENT)",
+    "telegrambottoken/kingfisher.telegram.1.0": "placeholder bot id 1234567890",
+    "telegrambottoken/kingfisher.telegram.1.1": "placeholder bot id 12345678",
+    "recaptcha/kingfisher.recaptcha.1.0": "a drawn pattern of w and - as the key",
+    "recaptcha/kingfisher.recaptcha.1.1": "a drawn pattern of w and - as the key",
+    "netrc/kingfisher.netrc.1.0": "placeholder password 012345abcdef",
+}
 
 
 def safe(name):
@@ -111,7 +214,9 @@ def write_tree(root, exs):
         with open(full, "w", encoding="utf-8", newline="") as f:
             f.write(text if text.endswith("\n") else text + "\n")
         truth[rel] = {"family": family, "rule": rid, "example": text, "visible": visible,
-                      "placeholder": placeholder_shaped(text)}
+                      "placeholder": placeholder_shaped(text) or walk_shaped(text),
+                      "doc_value": doc_value(text),
+                      "not_credential": NOT_CREDENTIALS.get(rel[:-4])}
     return truth
 
 
@@ -241,17 +346,22 @@ def main():
     families = sorted({t["family"] for t in truth.values()})
     visible = [p for p, t in truth.items() if t["visible"]]
     real = [p for p, t in truth.items() if not t["placeholder"]]
+    honest = [p for p, t in truth.items()
+              if t["visible"] and not t["placeholder"] and not t["doc_value"]
+              and not t["not_credential"]]
     print(f"kingfisher {rev}: {len(truth)} examples ({len(visible)} of visible rules, "
-          f"{len(real)} not placeholder-shaped), {len(families)} families")
+          f"{len(real)} not placeholder-shaped, {len(honest)} honest), {len(families)} families")
     print(f"{'tool':<24} {'found':>6} {'total':>6} {'recall':>7} {'visible':>8} "
-          f"{'not-plh':>8} {'families':>9}")
+          f"{'not-plh':>8} {'honest':>8} {'families':>9}")
     for tool, fs in found.items():
         fs = fs & truth.keys()
         vis = sum(1 for p in visible if p in fs)
         rl = sum(1 for p in real if p in fs)
+        hn = sum(1 for p in honest if p in fs)
         fams = {truth[p]["family"] for p in fs}
         print(f"{tool:<24} {len(fs):>6} {len(truth):>6} {len(fs) / len(truth):>7.3f} "
-              f"{vis / len(visible):>8.3f} {rl / len(real):>8.3f} {len(fams):>5}/{len(families)}")
+              f"{vis / len(visible):>8.3f} {rl / len(real):>8.3f} {hn / len(honest):>8.3f} "
+              f"{len(fams):>5}/{len(families)}")
     got = found["magpie"]
     missed = sorted({t["family"] for t in truth.values()} - {truth[p]["family"] for p in got})
     print(f"families magpie finds no example of ({len(missed)}):")

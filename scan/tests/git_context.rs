@@ -186,9 +186,10 @@ fn the_short_context_leaves_out_only_the_long_block_rules() {
             "-----begin private key",
             "-----begin rsa private key",
             "eyj",
+            "ls0tls1crudjti",
             "putty-user-key-file-",
         ],
-        "the long rules' keywords: the key blocks, Kerberos hashes and jwt"
+        "the long rules' keywords: the key blocks (also base64-encoded whole), Kerberos hashes and jwt"
     );
     // Every long keyword needs more than the short context.
     assert!(s

@@ -331,3 +331,40 @@ fn a_service_name_rule_needs_a_letter_and_a_digit_in_the_value() {
         );
     }
 }
+
+/// The service-name rules tell random tokens that happen to split into
+/// camelCase-looking pieces from identifiers (`SVC_IDENTIFIERS` in
+/// builtin/services.rs). The first token is the planted secret that a
+/// looser form dropped in `e2e_corpus`'s seed 3; the next ones are random
+/// tokens the generic rule's identifier form also reads as identifiers.
+#[test]
+fn service_name_rules_tell_random_tokens_from_identifiers() {
+    let rs = RuleSet::builtin();
+    let tokens = [
+        "vkciEX8EebnzlJTEgzyb4DcmAwl51EIE",
+        "Whg35WEMSJHWwgd",
+        "gpweEKO2QENPLWR",
+    ];
+    for t in tokens {
+        let text = format!("COUNTRYLAYER_API_KEY = \"{t}\"\n");
+        let found = describe(&rs, &text, &scan_all(&rs, &text));
+        assert_eq!(
+            found,
+            [("countrylayer-api-key".to_string(), t.to_string())],
+            "{text:?}"
+        );
+    }
+    let identifiers = [
+        "getCountrylayerAccessToken",
+        "userPasswordHash2",
+        "countrylayerClientConfig2",
+        "MY_COUNTRYLAYER_API_KEY",
+        "httpClientForCountries",
+        "sha256HmacSignature",
+    ];
+    for id in identifiers {
+        let text = format!("COUNTRYLAYER_API_KEY = {id}\n");
+        let found = describe(&rs, &text, &scan_all(&rs, &text));
+        assert!(found.is_empty(), "{text:?} -> {found:?}");
+    }
+}

@@ -10,6 +10,7 @@
 
 use super::spec::{AllowlistSpec, Precision, RuleSpec};
 
+mod formats;
 mod services;
 
 /// Key name, then an assignment: `NAME_suffix"? = "`, `: `, `:=`, `=>`.
@@ -179,10 +180,10 @@ fn table() -> Vec<B> {
             .neg(&["AKIAIOSFODNN7EXAMPLE", "AKIA{b32:12}", "akia{b32:16}",
                    "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires=3600&X-Amz-Credential=AKIA{b32:16}%2F20190814%2Fus-west-2%2Fs3%2Faws4_request&X-Amz-Signature={hex:64}"]),
         tok("aws-secret-access-key", "cloud", "AWS secret access key",
-            &["secret_access_key", "secretaccesskey", "secret-access-key", "aws_secret_key"],
-            r#"(?i:secret[_-]?access[_-]?key|aws[_-]?secret[_-]?key)["']?\s{0,4}(?::=|=>|=|:)\s{0,4}["']?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
+            &["secret_access_key", "secretaccesskey", "secret-access-key", "aws_secret_key", "awssecretkey", "aws-secret-key"],
+            r#"(?i:secret[_-]?access[_-]?key|aws[_-]?secret[_-]?key)\\?["']?\s{0,4}(?::=|=>|=|:)\s{0,4}\\?["']?([A-Za-z0-9/+]{40})(?:[^A-Za-z0-9/+=]|$)"#,
             "{b64:40}").ci().ent(4.0)
-            .ex(&["aws_secret_access_key = {secret}", "\"SecretAccessKey\": \"{secret}\","])
+            .ex(&["aws_secret_access_key = {secret}", "\"SecretAccessKey\": \"{secret}\",", "\"{\\\"awsSecretKey\\\":\\\"{secret}\\\"}\""])
             .neg(&["aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_access_key = {b64:8}"]),
         tok("aws-mws-key", "cloud", "Amazon Marketplace Web Service auth token", &["amzn.mws."],
             &format!(r"\b(amzn\.mws\.{UUID})\b"), "amzn.mws.{uuid}").neg(&["amzn.mws.{hex:8}"]),
@@ -228,7 +229,7 @@ fn table() -> Vec<B> {
             &["alibaba", "aliyun", "accesskeysecret", "access_key_secret"], r"alibaba|aliyun|access[_-]?key[_-]?secret",
             "[A-Za-z0-9]{30}", r"\b", "{alnum:30}").ent(3.5)
             .ex(&["ALIYUN_ACCESS_KEY_SECRET={secret}"]).neg(&["aliyun_secret = \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\""]),
-        ctx("ibm-cloud-api-key", "cloud", "IBM Cloud API key", &["ibm"], r"ibm[\w.-]{0,20}?(?:api[_-]?key|apikey)",
+        ctx("ibm-cloud-api-key", "cloud", "IBM Cloud API key", &["ibm"], r"ibm[\w.-]{0,20}?(?:api[_-]?key|apikey|key)",
             "[A-Za-z0-9_-]{44}", END_URL, "{b64url:44}").ent(3.5)
             .ex(&["IBM_CLOUD_API_KEY = \"{secret}\""]).neg(&["IBM_CLOUD_API_KEY = \"<ibm-api-key>\""]),
         tok("heroku-api-key-v2", "cloud", "Heroku API key (HRKU- format)", &["HRKU-AA"],
@@ -244,7 +245,7 @@ fn table() -> Vec<B> {
         tok("cloudflare-origin-ca-key", "cloud", "Cloudflare Origin CA key", &["v1.0-"],
             r"\b(v1\.0-[a-f0-9]{24}-[a-f0-9]{146})\b", "v1.0-{hex:24}-{hex:146}").ent(3.0).neg(&["v1.0-{hex:24}-{hex:100}"]),
         ctx("linode-pat", "cloud", "Linode personal access token", &["linode"], "linode", "[a-f0-9]{64}", r"\b", "{hex:64}").ent(3.0)
-            .ex(&["LINODE_TOKEN=\"{secret}\""]).neg(&["LINODE_TOKEN=\"{hex:40}\""]),
+            .ex(&["LINODE_TOKEN=\"{secret}\""]).neg(&["LINODE_TOKEN=\"{hex:24}\""]),
         ctx("scaleway-secret-key", "cloud", "Scaleway secret key", &["scw_secret", "scaleway"], r"scw_secret|scaleway",
             UUID, r"\b", "{uuid}").ent(3.0).ex(&["SCW_SECRET_KEY={secret}"]).neg(&["SCW_SECRET_KEY=<secret-key>"]),
         ctx("vultr-api-key", "cloud", "Vultr API key", &["vultr"], "vultr", "[A-Z0-9]{36}", r"\b", "{upalnum:36}").ent(3.5)
@@ -257,12 +258,12 @@ fn table() -> Vec<B> {
         tok("flyio-token", "cloud", "Fly.io access token", &["fo1_"],
             &format!(r"\b(fo1_[A-Za-z0-9_-]{{43}}){END_URL}"), "fo1_{b64url:43}").ent(3.5).neg(&["fo1_{b64url:20}"]),
         tok("supabase-pat", "cloud", "Supabase personal access token", &["sbp_"],
-            r"\b(sbp_[a-f0-9]{40})\b", "sbp_{hex:40}").ent(3.0).neg(&["sbp_{hex:20}"]),
+            r"\b(sbp_[a-z0-9]{40})\b", "sbp_{hex:40}").ent(3.0).neg(&["sbp_{hex:20}"]),
         tok("planetscale-token", "cloud", "PlanetScale service token", &["pscale_tkn_"],
             r"\b(pscale_tkn_[A-Za-z0-9_.-]{43})(?:[^A-Za-z0-9_.-]|$)", "pscale_tkn_{b64url:43}").ent(3.5).neg(&["pscale_tkn_{b64url:20}"]),
         tok("planetscale-password", "cloud", "PlanetScale database password", &["pscale_pw_"],
             r"\b(pscale_pw_[A-Za-z0-9_.-]{43})(?:[^A-Za-z0-9_.-]|$)", "pscale_pw_{b64url:43}").ent(3.5).neg(&["pscale_pw_{b64url:20}"]),
-        ctx("netlify-token", "cloud", "Netlify access token", &["netlify"], "netlify", "[A-Za-z0-9_-]{40,46}", END_URL, "{b64url:43}")
+        ctx("netlify-token", "cloud", "Netlify access token", &["netlify"], "netlify", "[a-f0-9]{64}|[A-Za-z0-9_-]{40,46}", END_URL, "{b64url:43}")
             .ent(3.5).ex(&["NETLIFY_AUTH_TOKEN={secret}"]).neg(&["NETLIFY_AUTH_TOKEN=changeme"]),
         tok("yandex-api-key", "cloud", "Yandex Cloud API key", &["AQVN"],
             &format!(r"\b(AQVN[A-Za-z0-9_-]{{35,38}}){END_URL}"), "AQVN{b64url:36}").ent(3.5).neg(&["AQVN{b64url:10}"]),
@@ -321,13 +322,13 @@ fn table() -> Vec<B> {
         tok("dockerhub-org-token", "source-ci", "Docker Hub organization access token", &["dckr_oat_"],
             &format!(r"\b(dckr_oat_[A-Za-z0-9_-]{{32}}){END_URL}"), "dckr_oat_{b64url:32}").ent(3.5).neg(&["dckr_oat_{b64url:10}"]),
         tok("circleci-pat", "source-ci", "CircleCI personal API token", &["CCIPAT_"],
-            r"\b(CCIPAT_[A-Za-z0-9]{22}_[a-f0-9]{40})\b", "CCIPAT_{alnum:22}_{hex:40}").ent(3.5).neg(&["CCIPAT_{alnum:22}_{hex:10}"]),
+            r"\b(CCIPAT_[A-Za-z0-9]{22,24}_[a-z0-9]{40})\b", "CCIPAT_{alnum:22}_{hex:40}").ent(3.5).neg(&["CCIPAT_{alnum:22}_{hex:10}"]),
         ctx("circleci-token", "source-ci", "CircleCI API token", &["circleci", "circle_token"], "circleci|circle_token",
             "[a-f0-9]{40}", r"\b", "{hex:40}").ent(3.0).ex(&["CIRCLE_TOKEN={secret}"]).neg(&["CIRCLE_TOKEN={hex:20}"]),
         ctx("travis-ci-token", "source-ci", "Travis CI API token", &["travis"], "travis", "[A-Za-z0-9_-]{22}", END_URL, "{b64url:22}")
             .ent(3.5).ex(&["TRAVIS_API_TOKEN: {secret}"]).neg(&["TRAVIS_API_TOKEN: {b64url:10}"]),
         tok("buildkite-token", "source-ci", "Buildkite API access token", &["bkua_"],
-            r"\b(bkua_[a-f0-9]{40})\b", "bkua_{hex:40}").ent(3.0).neg(&["bkua_{hex:20}"]),
+            r"\b(bkua_[a-z0-9]{40})\b", "bkua_{hex:40}").ent(3.0).neg(&["bkua_{hex:20}"]),
         tok("jfrog-api-key", "source-ci", "JFrog Artifactory API key", &["AKCp"],
             r"\b(AKCp[A-Za-z0-9]{69})\b", "AKCp{alnum:69}").ent(4.0).neg(&["AKCp{alnum:30}"]),
         tok("jfrog-reference-token", "source-ci", "JFrog reference token", &["cmVmdGtu"],
@@ -364,12 +365,12 @@ fn table() -> Vec<B> {
             r"\b(xapp-[0-9]-[A-Z0-9]{9,11}-[0-9]{10,13}-[a-f0-9]{64})\b", "xapp-1-A{upalnum:10}-{digit:13}-{hex:64}").ent(3.0)
             .neg(&["xapp-1-A{upalnum:10}-{digit:13}-{hex:20}"]),
         tok("slack-config-token", "chat", "Slack configuration access token", &["xoxe.xox"],
-            r"\b(xoxe\.xox[bp]-[0-9]-[A-Z0-9]{163,166})\b", "xoxe.xoxp-1-{upalnum:164}").ent(3.5)
+            r"\b(xoxe\.xox[bp]-[0-9]-[A-Za-z0-9]{140,170})\b", "xoxe.xoxp-1-{upalnum:164}").ent(3.5)
             .neg(&["xoxe.xoxp-1-{upalnum:40}"]),
         tok("slack-config-refresh-token", "chat", "Slack configuration refresh token", &["xoxe-"],
-            r"\b(xoxe-[0-9]-[A-Z0-9]{146})\b", "xoxe-1-{upalnum:146}").ent(3.5).neg(&["xoxe-1-{upalnum:40}"]),
+            r"\b(xoxe-[0-9]-[A-Za-z0-9]{140,170})\b", "xoxe-1-{upalnum:146}").ent(3.5).neg(&["xoxe-1-{upalnum:40}"]),
         tok("slack-webhook-url", "chat", "Slack incoming webhook URL", &["hooks.slack.com"],
-            r"(https://hooks\.slack\.com/services/T[A-Z0-9]{8,12}/B[A-Z0-9]{8,12}/[A-Za-z0-9]{24})\b",
+            r"(https://hooks\.slack\.com/services/T[A-Za-z0-9]{8,12}/B[A-Za-z0-9]{8,12}/[A-Za-z0-9]{24})\b",
             "https://hooks.slack.com/services/T{upalnum:10}/B{upalnum:10}/{alnum:24}").ent(3.5).ci()
             .neg(&["https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX"]),
         tok("slack-workflow-webhook-url", "chat", "Slack workflow (Workflow Builder) webhook trigger URL", &["hooks.slack.com"],
@@ -413,7 +414,7 @@ fn table() -> Vec<B> {
         tok("stripe-webhook-secret", "payment", "Stripe webhook signing secret", &["whsec_"],
             &format!(r"\b(whsec_[A-Za-z0-9+/]{{32,64}}){END_B64}"), "whsec_{alnum:32}").ent(3.5).neg(&["whsec_{alnum:10}"]),
         tok("square-access-token", "payment", "Square production access token", &["EAAA"],
-            &format!(r"\b(EAAA[A-Za-z0-9_-]{{60}}){END_URL}"), "EAAA{b64url:60}").ent(4.0).neg(&["EAAA{b64url:30}"]),
+            &format!(r"\b(EAAA[A-Za-z0-9_-]{{59,64}}){END_URL}"), "EAAA{b64url:60}").ent(4.0).neg(&["EAAA{b64url:30}"]),
         tok("square-oauth-token", "payment", "Square OAuth access token", &["sq0atp-"],
             &format!(r"\b(sq0atp-[A-Za-z0-9_-]{{22}}){END_URL}"), "sq0atp-{b64url:22}").ent(3.5).neg(&["sq0atp-{b64url:10}"]),
         tok("square-oauth-secret", "payment", "Square OAuth application secret", &["sq0csp-"],
@@ -547,7 +548,7 @@ fn table() -> Vec<B> {
         ctx("airtable-pat", "saas", "Airtable personal access token", &["airtable"], "airtable", r"pat[A-Za-z0-9]{14}\.[a-f0-9]{64}",
             r"\b", "pat{alnum:14}.{hex:64}").ent(3.5).ex(&["AIRTABLE_TOKEN={secret}"]).neg(&["AIRTABLE_TOKEN=patXXXXXXXXXXXXXX.<hex>"]),
         tok("doppler-token", "saas", "Doppler token", &["dp.pt.", "dp.st.", "dp.ct.", "dp.sa.", "dp.scim.", "dp.audit."],
-            &format!(r"\b(dp\.(?:pt|st|ct|sa|scim|audit)\.[A-Za-z0-9_-]{{40,44}}){END_URL}"), "dp.pt.{alnum:43}").ent(4.0)
+            &format!(r"\b(dp\.(?:pt|st|ct|sa|scim|audit)\.(?:[a-z0-9_-]{{1,40}}\.)?[A-Za-z0-9_-]{{40,44}}){END_URL}"), "dp.pt.{alnum:43}").ent(4.0)
             .neg(&["dp.pt.{alnum:20}"]),
         tok("onepassword-service-account-token", "saas", "1Password service account token", &["ops_eyJ"],
             &format!(r"\b(ops_eyJ[A-Za-z0-9+/]{{250,}}={{0,3}}){END_B64}"), "ops_eyJ{b64:300}").max(1200).ent(4.5)
@@ -571,8 +572,8 @@ fn table() -> Vec<B> {
             r"\b(tfp_[A-Za-z0-9_.=-]{59})(?:[^A-Za-z0-9_.=-]|$)", "tfp_{b64url:59}").ent(4.0).neg(&["tfp_{b64url:20}"]),
         tok("clickup-token", "saas", "ClickUp personal API token", &["pk_"],
             r"\b(pk_[0-9]{6,10}_[A-Z0-9]{32})\b", "pk_{digit:8}_{upalnum:32}").ent(3.5).neg(&["pk_{digit:8}_{upalnum:10}"]),
-        tok("mapbox-secret-token", "saas", "Mapbox secret access token", &["sk.eyJ"],
-            &format!(r"\b(sk\.eyJ[A-Za-z0-9_-]{{50,100}}\.[A-Za-z0-9_-]{{22}}){END_URL}"), "sk.eyJ{b64url:60}.{b64url:22}").ent(4.0)
+        tok("mapbox-secret-token", "saas", "Mapbox secret (sk.) or temporary (tk.) access token", &["sk.eyJ", "tk.eyJ"],
+            &format!(r"\b([st]k\.eyJ[A-Za-z0-9_-]{{30,100}}\.[A-Za-z0-9_-]{{22}}){END_URL}"), "sk.eyJ{b64url:60}.{b64url:22}").ent(4.0)
             .neg(&["sk.eyJ{b64url:20}.{b64url:22}"]),
         tok("prefect-api-key", "saas", "Prefect API key", &["pnu_"],
             r"\b(pnu_[A-Za-z0-9]{36})\b", "pnu_{alnum:36}").ent(3.5).neg(&["pnu_{alnum:20}"]),
@@ -582,8 +583,8 @@ fn table() -> Vec<B> {
             r"\b(rdme_[a-z0-9]{70})\b", "rdme_{lowalnum:70}").ent(4.0).neg(&["rdme_{lowalnum:20}"]),
         tok("shippo-api-token", "saas", "Shippo API token", &["shippo_live_", "shippo_test_"],
             r"\b(shippo_(?:live|test)_[a-fA-F0-9]{40})\b", "shippo_live_{hex:40}").ent(3.0).neg(&["shippo_live_{hex:20}"]),
-        tok("easypost-api-key", "saas", "EasyPost API key", &["EZAK"],
-            r"\b(EZAK[A-Za-z0-9]{54})\b", "EZAK{alnum:54}").ent(4.0).neg(&["EZAK{alnum:20}"]),
+        tok("easypost-api-key", "saas", "EasyPost production (EZAK) or test (EZTK) API key", &["EZAK", "EZTK"],
+            r"\b(EZ[AT]K[A-Za-z0-9]{54})\b", "EZAK{alnum:54}").ent(4.0).neg(&["EZAK{alnum:20}"]),
         tok("duffel-api-token", "saas", "Duffel API token", &["duffel_live_", "duffel_test_"],
             r"\b(duffel_(?:live|test)_[A-Za-z0-9_=-]{43})(?:[^A-Za-z0-9_=-]|$)", "duffel_live_{b64url:43}").ent(4.0)
             .neg(&["duffel_live_{b64url:20}"]),
@@ -651,7 +652,7 @@ fn table() -> Vec<B> {
         url("amqp-url", "AMQP (RabbitMQ) connection URL with a password", &["amqp://", "amqps://"], "amqps?",
             "amqp://worker:{secret}@mq.internal:5672/vhost"),
         tok("url-credential", "url-credential", "Password embedded in a URL (scheme://user:pass@host)", &["://"],
-            r#"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^:@/\s"'<>]{1,64}:([^:@/\s"'<>]{3,128})@[A-Za-z0-9\[_-][A-Za-z0-9._-]{0,62}"#,
+            r#"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://[^:@/\s"'<>]{1,64}:([^:/\s"'<>]{3,128})@[A-Za-z0-9\[_-][A-Za-z0-9._-]{0,62}"#,
             "{urlpass:16}").prio(-5).ent(3.0)
             .allow_secret(&[URL_PASSWORD_PLACEHOLDERS])
             .allow_match(&[URL_EXAMPLE_HOSTS])
@@ -664,9 +665,9 @@ fn table() -> Vec<B> {
         tok("generic-secret-assignment", "generic", "High-entropy value assigned to a password, secret, token or API key",
             &["passw", "secret", "token", "api_key", "apikey", "api-key", "access_key", "auth_key"],
             r#"(?i:passw(?:or)?d|secret|token|api[_-]?key|access[_-]?key|auth[_-]?key)[\w.-]{0,20}["']?[ \t]{0,4}(?::=|=>|=|:|>)[ \t]{0,4}["'`]?([A-Za-z0-9+/_.~!@#%^*=-]{12,100})(?:["'`\s;,&<]|$)"#,
-            "{alnum:24}").ci().prio(-10).ent(3.5).classes(3).precision(Precision::Low)
-            .allow_secret(&[GENERIC_NOT_SECRET_VALUES, GENERIC_IDENTIFIERS, GENERIC_EXPRESSIONS, GENERIC_NAMED_VALUES, GENERIC_RESOURCE_IDS])
-            .allow_match(&[GENERIC_AWS_SECRET_NAMES])
+            "{alnum:24}").ci().prio(-10).ent(3.5).classes(2).precision(Precision::Low)
+            .allow_secret(&[GENERIC_FEWER_CLASSES, GENERIC_NOT_SECRET_VALUES, GENERIC_IDENTIFIERS, GENERIC_EXPRESSIONS, GENERIC_NAMED_VALUES, GENERIC_RESOURCE_IDS])
+            .allow_match(&[GENERIC_AWS_SECRET_NAMES, GENERIC_FILE_NAME_KEYS])
             .allow_line(&[GENERIC_NOT_SECRET_NAMES, GENERIC_EXAMPLE_LINE])
             .stopwords(DOCUMENTATION_VALUES)
             .ex(&["db_password = \"{secret}\"", "API_TOKEN={secret}\n", "  client_secret: '{secret}'",
@@ -698,6 +699,22 @@ fn table() -> Vec<B> {
                    "\"VerificationToken\": \"{b64:43}=\",", "\"CopyProductToken\": \"copyproduct-abc5defgjkdji\""]),
     ]
 }
+
+/// The generic rule takes values of three or four character classes (of
+/// lower, upper, digit, other) and one kind of two-class value: 32 or more
+/// lower-case hex digits, the shape of many API keys and client secrets
+/// (`API_KEY = "951bc382db9abad29c68634761dd6e19"`), and one more: 52
+/// characters of lower-case base32 (`a-z2-7`), the shape of Azure DevOps
+/// personal access tokens. Every other value of fewer than three classes
+/// is allowlisted here: letters only, lower-case letters and digits with a
+/// letter past `f` (unless base32 of length 52), upper-case letters and
+/// digits, no letter, and hex shorter than 32.
+const GENERIC_FEWER_CLASSES: &str = r"^(?:[A-Za-z]+|[a-z0-9]*[g-z][a-z0-9]*[0189][a-z0-9]*|[a-z0-9]*[0189][a-z0-9]*[g-z][a-z0-9]*|[a-z2-7]{1,51}|[a-z2-7]{53,}|[A-Z0-9]+|[^A-Z0-9]+|[^a-z0-9]+|[^A-Za-z]+|[a-f0-9]{1,31})$";
+
+/// A key that is a file name (`"src/token.rs": "<sha256>"` in cargo's
+/// `.cargo-checksum.json`): the match starts at the keyword, so the key
+/// runs on to an extension and a closing quote before the `:`.
+const GENERIC_FILE_NAME_KEYS: &str = r#"^[\w-]*\.[A-Za-z][A-Za-z0-9]{0,5}["']\s{0,4}:"#;
 
 /// Values that are code, not credentials: dotted identifier chains
 /// (`tokenize.COMMENT`, `self._password_field`), UUIDs (request ids), the
@@ -771,7 +788,7 @@ const URL_PASSWORD_PLACEHOLDERS: &str = r"^(?i:password|passwd|pass|pwd|secret|a
 
 fn url(id: &str, desc: &str, kws: &[&str], scheme: &str, example: &str) -> B {
     let re = format!(
-        r#"\b(?i:{scheme})://[^:@/\s"'<>]{{0,64}}:([^:@/\s"'<>]{{3,128}})@[A-Za-z0-9\[_-][A-Za-z0-9._-]{{0,62}}"#
+        r#"\b(?i:{scheme})://[^:@/\s"'<>]{{0,64}}:([^:/\s"'<>]{{3,128}})@[A-Za-z0-9\[_-][A-Za-z0-9._-]{{0,62}}"#
     );
     let first = kws[0];
     base(id, "url-credential", desc, kws, re, "{urlpass:16}")
@@ -794,6 +811,7 @@ pub(super) fn specs() -> Vec<RuleSpec> {
     table()
         .into_iter()
         .chain(services::table())
+        .chain(formats::table())
         .map(|mut b| {
             b.spec.source = "built-in".into();
             b.spec
