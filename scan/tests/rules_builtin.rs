@@ -368,3 +368,27 @@ fn service_name_rules_tell_random_tokens_from_identifiers() {
         assert!(found.is_empty(), "{text:?} -> {found:?}");
     }
 }
+
+/// `scan/src/rules/builtin/shapes.tsv` holds what start-up would compute
+/// by parsing every built-in regex (`scan/src/rules/shape.rs`). After a
+/// rule changes, regenerate it: `MAGPIE_BLESS=1 cargo test -p scan --test
+/// rules_builtin shape`.
+#[test]
+fn the_builtin_shape_table_is_current_and_start_up_uses_it() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/rules/builtin/shapes.tsv");
+    let want = RuleSet::builtin_shapes_tsv();
+    if std::env::var_os("MAGPIE_BLESS").is_some() {
+        std::fs::write(path, &want).unwrap();
+    }
+    let have = std::fs::read_to_string(path).unwrap();
+    assert!(
+        have == want,
+        "{path} is stale: regenerate it with MAGPIE_BLESS=1 (see this test)"
+    );
+    // Every rule with keywords and a regex takes its shape from the table
+    // (the binary reads the file as it was compiled).
+    let rs = RuleSet::builtin();
+    let rows = want.lines().count();
+    assert!(rows > 600, "{rows} rows");
+    assert_eq!(rs.shapes_from_table(), rows);
+}

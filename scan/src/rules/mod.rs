@@ -10,6 +10,7 @@ pub mod go_regex;
 pub mod list;
 mod precheck;
 mod prefilter;
+mod shape;
 pub mod sources;
 pub mod spec;
 pub mod template;
@@ -124,8 +125,10 @@ struct Rule {
     /// Every match is one byte of a class with no ASCII letter (or the
     /// buffer's start) and then a keyword: the rule runs anchored one byte
     /// before each hit, and only hits not preceded by a letter can match
-    /// (the service-name rules, `(?:^|[^A-Za-z])name…`). See [`lead_form`].
-    lead: Option<Lead>,
+    /// (the service-name rules, `(?:^|[^A-Za-z])name…`). See [`lead_form`];
+    /// the two anchored patterns ([`Lead`]) are written when the regexes
+    /// are built.
+    lead: bool,
     /// Every match starts with a `\b` assertion (an anchored rule): a hit
     /// of a keyword that starts with a word character can match only after
     /// a byte that is not one.
@@ -138,6 +141,9 @@ struct Rule {
     precheck: Option<precheck::Precheck>,
     min_kw: usize,
     max_kw: usize,
+    /// The regex's [`shape::Shape`] came from the built-in table, without
+    /// parsing it at start-up.
+    shape_from_table: bool,
 }
 
 /// The two anchored forms of a rule whose matches open with one non-letter
@@ -415,13 +421,19 @@ fn opens_with_word_boundary(hir: &Hir) -> bool {
     }
 }
 
-/// The anchored forms of a rule whose regex is `(?:^|C)K…`, where `C` is a
-/// class with no ASCII letter and `K` spells one of its keywords (ASCII
+/// Whether a rule's regex is `(?:^|C)K…`, where `C` is a class with no
+/// ASCII letter and `K` spells one of its keywords (ASCII
 /// case-insensitively): every match is one byte of `C` (or the haystack's
 /// start) and then a keyword. Such a rule runs anchored at the byte before
-/// each hit, like an anchored rule, instead of searching a window around
-/// it; and a hit preceded by a letter cannot match.
-fn lead_form(hir: &Hir, kws: &[Vec<u8>]) -> Option<Lead> {
+/// each hit ([`Lead`]), like an anchored rule, instead of searching a
+/// window around it; and a hit preceded by a letter cannot match.
+fn lead_form(hir: &Hir, kws: &[Vec<u8>]) -> bool {
+    lead_parts(hir).is_some_and(|(_, rest)| kws.iter().any(|k| spells_ci(rest, k)))
+}
+
+/// `C` and the parts after it, when `hir` is `(?:^|C)…` and `C` is a class
+/// with no ASCII letter.
+fn lead_parts(hir: &Hir) -> Option<(&Class, &[Hir])> {
     let HirKind::Concat(parts) = hir.kind() else {
         return None;
     };
@@ -448,16 +460,24 @@ fn lead_form(hir: &Hir, kws: &[Vec<u8>]) -> Option<Lead> {
             .iter()
             .all(|r| !(r.start()..=r.end()).any(|c| c.is_ascii_alphabetic())),
     };
-    if !letter_free || !kws.iter().any(|k| spells_ci(rest, k)) {
-        return None;
+    letter_free.then_some((class, rest))
+}
+
+impl Lead {
+    /// The anchored patterns of a rule [`lead_form`] accepted: written
+    /// when its regexes are built, not at start-up (cloning and printing
+    /// the parse was a quarter of the built-in set's start-up).
+    fn of(pattern: &str) -> Result<Lead, String> {
+        let hir = parse(pattern)?;
+        let (class, rest) = lead_parts(&hir).ok_or("not of the lead form")?;
+        let rest = Hir::concat(rest.to_vec());
+        let start = Hir::look(Look::Start);
+        Ok(Lead {
+            at_hit: Hir::concat(vec![start.clone(), Hir::class(class.clone()), rest.clone()])
+                .to_string(),
+            at_start: Hir::concat(vec![start, rest]).to_string(),
+        })
     }
-    let rest = Hir::concat(rest.to_vec());
-    let start = Hir::look(Look::Start);
-    Some(Lead {
-        at_hit: Hir::concat(vec![start.clone(), Hir::class(class.clone()), rest.clone()])
-            .to_string(),
-        at_start: Hir::concat(vec![start, rest]).to_string(),
-    })
 }
 
 /// True when the sequence `parts` begins with literals and classes that
@@ -506,7 +526,17 @@ fn spells_ci(parts: &[Hir], kw: &[u8]) -> bool {
 impl Rule {
     /// Checks and prepares `spec`; builds its regexes now unless `lazy`.
     /// Its allowlists come compiled from `cache`.
-    fn compile(spec: &RuleSpec, lazy: bool, cache: &AllowCache) -> Result<Rule, RuleError> {
+    /// `precheck`: prepare the pre-check (only a set whose tuning runs it
+    /// needs it; the analysis is a tenth of the built-in set's start-up).
+    /// `shapes`: the built-in table ([`shape`]); a rule found there under
+    /// its current regex and keywords is not parsed.
+    fn compile(
+        spec: &RuleSpec,
+        lazy: bool,
+        precheck: bool,
+        shapes: Option<&shape::Table>,
+        cache: &AllowCache,
+    ) -> Result<Rule, RuleError> {
         let id = spec.id.as_str();
         if id.is_empty() || id.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(rule_err(id, "id must be non-empty and have no whitespace"));
@@ -522,39 +552,21 @@ impl Rule {
         if spec.regex.is_empty() {
             return Rule::path_only(spec, allowlists);
         }
-        let hir = parse(&spec.regex).map_err(|e| rule_err(id, format!("bad regex: {e}")))?;
-        // Capture groups: the implicit group 0 plus the explicit ones.
-        let groups = hir.properties().explicit_captures_len() + 1;
-        if let Some(g) = spec.secret_group {
-            if g >= groups {
-                return Err(rule_err(
-                    id,
-                    format!(
-                        "secretGroup {g} but the regex has only {} capture group(s)",
-                        groups - 1
-                    ),
-                ));
-            }
-        }
-        let span = match (spec.max_len, hir.properties().maximum_len()) {
-            (Some(0), _) => return Err(rule_err(id, "maxLength must be positive")),
-            (Some(m), Some(r)) => m.min(r),
-            (Some(m), None) => m,
-            (None, Some(r)) => r,
-            (None, None) => DEFAULT_MAX_LEN,
+        // The table serves rules with keywords and no pre-check (the
+        // pre-check is built from the parse).
+        let known = shapes
+            .filter(|_| !precheck && !spec.keywords.is_empty())
+            .and_then(|t| t.get(id))
+            .filter(|(k, _)| *k == shape::key(&spec.regex, &spec.keywords))
+            .map(|&(_, s)| s);
+        let hir = match known {
+            Some(_) => None,
+            None => Some(parse(&spec.regex).map_err(|e| rule_err(id, format!("bad regex: {e}")))?),
         };
-        if span > MAX_RULE_LEN {
-            return Err(unsupported(
-                id,
-                format!(
-                    "matches may be {span} bytes long; the limit is {MAX_RULE_LEN} (set maxLength)"
-                ),
-            ));
-        }
-        let prefixes = prefix_literals(&hir);
         let (keywords, case_sensitive): (Vec<Vec<u8>>, bool) = if spec.keywords.is_empty() {
-            match &prefixes {
-                Some(p) if p.iter().all(|l| l.len() >= MIN_DERIVED_KEYWORD) => (p.clone(), false),
+            let prefixes = hir.as_ref().and_then(prefix_literals);
+            match prefixes {
+                Some(p) if p.iter().all(|l| l.len() >= MIN_DERIVED_KEYWORD) => (p, false),
                 _ => {
                     return Err(unsupported(
                         id,
@@ -573,6 +585,40 @@ impl Rule {
             }
             (kws, spec.keywords_case_sensitive)
         };
+        let lower_kws: Vec<Vec<u8>> = keywords.iter().map(|k| k.to_ascii_lowercase()).collect();
+        let shape = match (known, &hir) {
+            (Some(s), _) => s,
+            (None, Some(h)) => shape::Shape::of(h, &lower_kws),
+            (None, None) => unreachable!("a rule without a known shape is parsed"),
+        };
+        // Capture groups: the implicit group 0 plus the explicit ones.
+        let groups = shape.groups;
+        if let Some(g) = spec.secret_group {
+            if g >= groups {
+                return Err(rule_err(
+                    id,
+                    format!(
+                        "secretGroup {g} but the regex has only {} capture group(s)",
+                        groups - 1
+                    ),
+                ));
+            }
+        }
+        let span = match (spec.max_len, shape.max_len) {
+            (Some(0), _) => return Err(rule_err(id, "maxLength must be positive")),
+            (Some(m), Some(r)) => m.min(r),
+            (Some(m), None) => m,
+            (None, Some(r)) => r,
+            (None, None) => DEFAULT_MAX_LEN,
+        };
+        if span > MAX_RULE_LEN {
+            return Err(unsupported(
+                id,
+                format!(
+                    "matches may be {span} bytes long; the limit is {MAX_RULE_LEN} (set maxLength)"
+                ),
+            ));
+        }
         let min_kw = keywords.iter().map(Vec::len).min().unwrap_or(0);
         let max_kw = keywords.iter().map(Vec::len).max().unwrap_or(0);
         let near = if spec.keywords_nearby && !spec.keywords.is_empty() {
@@ -586,24 +632,16 @@ impl Rule {
                 format!("a keyword is longer than the longest possible match ({span} bytes)"),
             ));
         }
-        let lower_kws: Vec<Vec<u8>> = keywords.iter().map(|k| k.to_ascii_lowercase()).collect();
-        let anchored = near == 0
-            && prefixes.as_ref().is_some_and(|lits| {
-                lits.iter()
-                    .all(|l| lower_kws.iter().any(|k| l.starts_with(k)))
-            });
-        let lead = if near == 0 && !anchored {
-            lead_form(&hir, &lower_kws)
-        } else {
-            None
-        };
-        let word_boundary = anchored && opens_with_word_boundary(&hir);
+        let anchored = near == 0 && shape.prefix_anchored;
+        let lead = near == 0 && !anchored && shape.lead_form;
+        let word_boundary = anchored && shape.opens_word_boundary;
         // Anchored rules (and lead rules, while keyword context is on) run
         // anchored at the hit and never search a window.
-        let precheck = if near == 0 && !anchored {
-            precheck::Precheck::new(&hir, &precheck::hit_bytes(&lower_kws))
-        } else {
-            None
+        let precheck = match &hir {
+            Some(h) if precheck && near == 0 && !anchored => {
+                precheck::Precheck::new(h, &precheck::hit_bytes(&lower_kws))
+            }
+            _ => None,
         };
         let path = spec
             .path
@@ -657,6 +695,7 @@ impl Rule {
             precheck,
             min_kw,
             max_kw,
+            shape_from_table: known.is_some(),
             pattern: spec.regex.clone(),
             compiled: std::sync::OnceLock::new(),
         };
@@ -702,13 +741,14 @@ impl Rule {
             path: Some(path),
             allowlists,
             anchored: false,
-            lead: None,
+            lead: false,
             word_boundary: false,
             span: 0,
             near: 0,
             precheck: None,
             min_kw: 0,
             max_kw: 0,
+            shape_from_table: false,
         })
     }
 
@@ -723,7 +763,7 @@ impl Rule {
     /// tested build.
     fn compiled(&self) -> &Compiled {
         self.compiled.get_or_init(|| {
-            Compiled::build(&self.pattern, self.anchored, self.lead.as_ref())
+            Compiled::build(&self.pattern, self.anchored, self.lead)
                 .expect("only built-in rules are built lazily, and every one builds")
         })
     }
@@ -737,7 +777,7 @@ impl Rule {
         // A regex that parses but is over the size limit stays an error: the
         // user asked for that rule and must learn before the scan that it
         // cannot run (e2e_cli's `rules_file_regex_that_only_fails_to_build_…`).
-        let built = Compiled::build(&self.pattern, self.anchored, self.lead.as_ref())
+        let built = Compiled::build(&self.pattern, self.anchored, self.lead)
             .map_err(|e| rule_err(&self.info.id, format!("bad regex: {e}")))?;
         for re in std::iter::once(&built.regex).chain(built.at_hit.as_ref()) {
             if re.captures_len() != self.groups {
@@ -759,11 +799,11 @@ impl Rule {
     /// Forgets the lead form and the word boundary (see
     /// [`RuleSet::without_keyword_context`]); rebuilds built regexes.
     fn drop_context(&mut self) -> Result<(), RuleError> {
-        if self.lead.is_none() && !self.word_boundary {
+        if !self.lead && !self.word_boundary {
             return Ok(());
         }
         let built = self.compiled.get().is_some();
-        self.lead = None;
+        self.lead = false;
         self.word_boundary = false;
         self.compiled = std::sync::OnceLock::new();
         if built {
@@ -775,7 +815,7 @@ impl Rule {
     /// Bytes before and after a secret start that scanning for this rule
     /// may read (see README.md, "Reach").
     fn reach(&self) -> usize {
-        let window = if self.anchored || self.lead.is_some() {
+        let window = if self.anchored || self.lead {
             self.span
         } else if self.near > 0 {
             // The hit lies within near + span of the secret start; the
@@ -790,7 +830,7 @@ impl Rule {
     /// The byte classes (see `prefilter`) that may precede a hit of keyword
     /// `kw` (lowercased) for this rule to match there.
     fn after_mask(&self, kw: &[u8]) -> u32 {
-        if self.lead.is_some() {
+        if self.lead {
             prefilter::NOT_LETTER
         } else if self.word_boundary && kw.first().is_some_and(|&c| is_word_byte(c)) {
             prefilter::NOT_WORD
@@ -814,8 +854,9 @@ impl Compiled {
     /// An anchored rule only ever runs anchored at a keyword hit, so its
     /// plain regex is never built: two regexes, not three. A rule with a
     /// [`Lead`] runs its two anchored forms.
-    fn build(pattern: &str, anchored: bool, lead: Option<&Lead>) -> Result<Compiled, String> {
-        if let Some(l) = lead {
+    fn build(pattern: &str, anchored: bool, lead: bool) -> Result<Compiled, String> {
+        if lead {
+            let l = Lead::of(pattern)?;
             Ok(Compiled {
                 regex: compile(&l.at_start)?,
                 at_hit: Some(compile(&l.at_hit)?),
@@ -837,14 +878,20 @@ impl Compiled {
 /// Compiles every spec, on up to [`COMPILE_THREADS`] threads (building
 /// regexes is most of the scanner's start-up). The first error in spec
 /// order wins, as if compiled one by one.
-fn compile_all(specs: &[RuleSpec], lazy: bool, cache: &AllowCache) -> Vec<Result<Rule, RuleError>> {
+fn compile_all(
+    specs: &[RuleSpec],
+    lazy: bool,
+    precheck: bool,
+    shapes: Option<&shape::Table>,
+    cache: &AllowCache,
+) -> Vec<Result<Rule, RuleError>> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(COMPILE_THREADS);
-    if lazy || threads < 2 || specs.len() < 2 * COMPILE_CHUNK_MIN {
+    if threads < 2 || specs.len() < 2 * COMPILE_CHUNK_MIN {
         return specs
             .iter()
-            .map(|s| Rule::compile(s, lazy, cache))
+            .map(|s| Rule::compile(s, lazy, precheck, shapes, cache))
             .collect();
     }
     let chunk = specs.len().div_ceil(threads).max(COMPILE_CHUNK_MIN);
@@ -854,7 +901,7 @@ fn compile_all(specs: &[RuleSpec], lazy: bool, cache: &AllowCache) -> Vec<Result
             .map(|part| {
                 s.spawn(move || {
                     part.iter()
-                        .map(|s| Rule::compile(s, false, cache))
+                        .map(|s| Rule::compile(s, lazy, precheck, shapes, cache))
                         .collect::<Vec<_>>()
                 })
             })
@@ -921,7 +968,9 @@ impl RuleSet {
             }
         }
         let cache = compile_allowlists(&specs)?;
-        let results = compile_all(&specs, lazy, &cache);
+        // Only the built-in set is lazy, and only it has a shape table.
+        let shapes = lazy.then(shape::builtin_table);
+        let results = compile_all(&specs, lazy, tuning.precheck, shapes.as_ref(), &cache);
         let mut warnings = Vec::new();
         let mut rules = Vec::with_capacity(specs.len());
         let mut kept = Vec::with_capacity(specs.len());
@@ -1089,6 +1138,20 @@ impl RuleSet {
             ..self.tuning
         };
         RuleSet::build(self.specs, tuning, self.lazy).expect("rules compiled before")
+    }
+
+    /// Number of rules whose regex start-up did not parse, their shape
+    /// read from the built-in table (tests).
+    #[doc(hidden)]
+    pub fn shapes_from_table(&self) -> usize {
+        self.rules.iter().filter(|r| r.shape_from_table).count()
+    }
+
+    /// The built-in rules' shape table as `builtin/shapes.tsv` should hold
+    /// it, computed by parsing every regex (tests).
+    #[doc(hidden)]
+    pub fn builtin_shapes_tsv() -> String {
+        shape::table_text(&builtin::specs()).expect("built-in rules parse")
     }
 
     /// Number of rules with a pre-check before their window search
@@ -1342,9 +1405,7 @@ impl RuleSet {
             // The haystack the window search below gets.
             let side = rule.span - (he - hs).min(rule.span);
             let hay_end = ((he + side).min(buf.len()) + LOOK_SLACK).min(buf.len());
-            if self.tuning.precheck
-                && rule.lead.is_none()
-                && !pc.may_match(buf, hay_end, hs, he, rule.span)
+            if self.tuning.precheck && !rule.lead && !pc.may_match(buf, hay_end, hs, he, rule.span)
             {
                 return;
             }
@@ -1352,11 +1413,7 @@ impl RuleSet {
         let compiled = rule.compiled();
         if let Some(after) = &compiled.at_hit {
             // A lead rule's match starts at the byte before the hit.
-            let ms = if rule.lead.is_some() && hs > 0 {
-                hs - 1
-            } else {
-                hs
-            };
+            let ms = if rule.lead && hs > 0 { hs - 1 } else { hs };
             let we = (ms + rule.span + LOOK_SLACK).min(buf.len());
             let (re, base, locs) = if hs > 0 {
                 let locs =
