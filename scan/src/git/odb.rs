@@ -11,6 +11,7 @@
 //! so a delta's base was usually resolved just before it: one shared
 //! cache makes that hit whichever worker resolved the base.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use gix::odb::pack::cache::lru::MemoryCappedHashmap;
@@ -46,7 +47,7 @@ pub struct Odb {
     repo: gix::ThreadSafeRepository,
     packs: Arc<Mutex<MemoryCappedHashmap>>,
     files: Arc<Packs>,
-    decoded: Arc<Mutex<MemoryCappedHashmap>>,
+    decoded: Arc<Mutex<Decoded>>,
 }
 
 impl std::fmt::Debug for Odb {
@@ -66,7 +67,7 @@ impl Odb {
             files: Arc::new(Packs::new(&repo, true)),
             repo,
             packs: Arc::new(Mutex::new(MemoryCappedHashmap::new(PACK_CACHE_BYTES))),
-            decoded: Arc::new(Mutex::new(MemoryCappedHashmap::new(DECODED_CACHE_BYTES))),
+            decoded: Arc::new(Mutex::new(Decoded::new(DECODED_CACHE_BYTES))),
         }
     }
 
@@ -136,10 +137,11 @@ impl Odb {
         let mut entry = pack.entry(offset).ok()?;
         let key = entry.data_offset;
         s.chain.clear();
-        // `out` holds the chain's base when the walk back ends.
-        loop {
-            if cache().get(n, entry.data_offset, out).is_some() {
-                break;
+        // The chain's base: a cached object, or `None` when it is the
+        // undeltified entry inflated into `out`.
+        let base = loop {
+            if let Some(hit) = cache().get((n, entry.data_offset)) {
+                break Some(hit);
             }
             match entry.header {
                 gix::odb::pack::data::entry::Header::OfsDelta { base_distance } => {
@@ -155,20 +157,30 @@ impl Odb {
                     // An undeltified object: gix would inflate it again
                     // for every delta against it.
                     inflate_into(pack, &entry, out, &mut s.inflate)?;
-                    cache().put(n, entry.data_offset, out, entry.header.as_kind()?, 0);
-                    break;
+                    let whole: Arc<[u8]> = Arc::from(out.as_slice());
+                    cache().put((n, entry.data_offset), whole);
+                    break None;
                 }
             }
-        }
-        if s.chain.is_empty() {
+        };
+        let Some(first) = s.chain.pop() else {
+            if let Some(hit) = base {
+                out.clear();
+                out.extend_from_slice(&hit);
+            }
             return Some(());
-        }
+        };
+        // The first delta reads the cached base in place (no copy).
+        inflate_into(pack, &first, &mut s.delta, &mut s.inflate)?;
+        apply_delta(base.as_deref().unwrap_or(out), &s.delta, &mut s.next)?;
+        std::mem::swap(out, &mut s.next);
         while let Some(delta) = s.chain.pop() {
             inflate_into(pack, &delta, &mut s.delta, &mut s.inflate)?;
             apply_delta(out, &s.delta, &mut s.next)?;
             std::mem::swap(out, &mut s.next);
         }
-        cache().put(n, key, out, gix::object::Kind::Blob, 0);
+        let result: Arc<[u8]> = Arc::from(out.as_slice());
+        cache().put((n, key), result);
         Some(())
     }
 
@@ -272,6 +284,63 @@ impl Packs {
                 .lookup(id)
                 .map(|e| (n as u32, p.index.pack_offset_at_index(e)))
         })
+    }
+}
+
+/// (pack number, entry data offset): one object.
+type PackKey = (u32, u64);
+
+/// The decoded-blob cache: whole objects by (pack, offset), the least
+/// recently used dropped first, at most `cap` bytes of them. Each is an
+/// exact-size shared slice: the bound is what is held (gix's
+/// `MemoryCappedHashmap` weighs an entry by its length but keeps reused
+/// buffers of any capacity), and a hit is read in place, not copied.
+#[derive(Debug)]
+struct Decoded {
+    map: HashMap<PackKey, (Arc<[u8]>, u64)>,
+    /// Last use (a tick) to key: the first is the least recently used.
+    order: BTreeMap<u64, PackKey>,
+    tick: u64,
+    bytes: usize,
+    cap: usize,
+}
+
+impl Decoded {
+    fn new(cap: usize) -> Self {
+        Self {
+            map: HashMap::new(),
+            order: BTreeMap::new(),
+            tick: 0,
+            bytes: 0,
+            cap,
+        }
+    }
+
+    fn get(&mut self, key: PackKey) -> Option<Arc<[u8]>> {
+        let (data, used) = self.map.get_mut(&key)?;
+        self.order.remove(used);
+        self.tick += 1;
+        *used = self.tick;
+        self.order.insert(self.tick, key);
+        Some(Arc::clone(data))
+    }
+
+    fn put(&mut self, key: PackKey, data: Arc<[u8]>) {
+        if data.len() > self.cap || self.map.contains_key(&key) {
+            return;
+        }
+        while self.bytes + data.len() > self.cap {
+            let Some((_, old)) = self.order.pop_first() else {
+                break;
+            };
+            if let Some((d, _)) = self.map.remove(&old) {
+                self.bytes -= d.len();
+            }
+        }
+        self.tick += 1;
+        self.order.insert(self.tick, key);
+        self.bytes += data.len();
+        self.map.insert(key, (data, self.tick));
     }
 }
 
@@ -457,5 +526,22 @@ mod tests {
             Some(())
         );
         assert_eq!(out, b"6789");
+    }
+
+    #[test]
+    fn the_decoded_cache_holds_at_most_its_cap_dropping_the_least_recently_used() {
+        let mut c = super::Decoded::new(10);
+        let blob = |n: usize| -> std::sync::Arc<[u8]> { vec![n as u8; n].into() };
+        c.put((0, 1), blob(4));
+        c.put((0, 2), blob(4));
+        assert!(c.get((0, 1)).is_some(), "used: now the most recent");
+        c.put((0, 3), blob(4));
+        assert_eq!(c.bytes, 8);
+        assert!(c.get((0, 2)).is_none(), "the least recently used went");
+        assert_eq!(c.get((0, 1)).as_deref(), Some(&[4u8; 4][..]));
+        c.put((1, 1), blob(11));
+        assert!(c.get((1, 1)).is_none(), "larger than the cap: not kept");
+        c.put((1, 2), blob(10));
+        assert_eq!((c.bytes, c.map.len()), (10, 1));
     }
 }
