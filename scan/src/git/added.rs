@@ -48,6 +48,9 @@ pub const DIFF_MAX_BYTES: u64 = 4 << 20;
 pub struct DiffScratch {
     base: Vec<u8>,
     long: LongHits,
+    /// The buffers of [`Odb::find_blob`](super::Odb::find_blob), for the
+    /// base and for the blob itself.
+    pub decode: super::odb::DecodeScratch,
 }
 
 /// What a blob adds against its base: byte ranges of the new blob,
@@ -373,7 +376,9 @@ pub enum Reading {
 /// when it has a `base` and both are at most [`DIFF_MAX_BYTES`] (and the
 /// `limit`, `--max-file-size`), the base is decoded and diffed; else, or
 /// when the base cannot be read or is an archive, [`Reading::Whole`].
+#[allow(clippy::too_many_arguments)]
 pub fn reading(
+    odb: &super::Odb,
     repo: &gix::Repository,
     base: Option<&gix::ObjectId>,
     data: &[u8],
@@ -389,11 +394,14 @@ pub fn reading(
     if data.len() as u64 > bound {
         return Reading::Whole;
     }
-    match repo.find_header(*base).map(|h| h.size()) {
+    match odb.blob_size(repo, base, &mut scratch.decode) {
         Ok(size) if size <= bound => {}
         _ => return Reading::Whole,
     }
-    if gix::objs::FindExt::find(&repo.objects, base, &mut scratch.base).is_err() {
+    if odb
+        .find_blob(repo, base, &mut scratch.base, &mut scratch.decode)
+        .is_err()
+    {
         return Reading::Whole;
     }
     let old = &scratch.base;

@@ -128,6 +128,8 @@ pub struct HistoryCursor {
     /// What the selection has to tell the user (a rewritten ref, ...).
     notes: Vec<String>,
     buf: Vec<u8>,
+    /// Pack locations, for the pack order of each window.
+    packs: super::odb::Packs,
     /// The tree pair being compared (kept for their allocations).
     new_entries: Entries,
     old_entries: Entries,
@@ -152,8 +154,10 @@ impl HistoryCursor {
     /// `--since-commit`, `--log-range`) and orders them parents first.
     /// An unknown revision is an error.
     pub fn new(repo: &gix::ThreadSafeRepository, opts: &GitOptions) -> Result<Self, String> {
+        let packs = super::odb::Packs::new(repo, false);
         let repo = super::odb::walk_handle(repo);
         let mut cursor = Self {
+            packs,
             repo,
             order: Vec::new(),
             trees: HashMap::new(),
@@ -494,15 +498,13 @@ impl HistoryCursor {
                 break;
             }
         }
-        let (repo, buf) = (&self.repo, &mut self.buf);
+        let packs = &self.packs;
         let mut keyed: Vec<((u32, u64), GitItem)> = self
             .pending
             .drain(..)
             .map(|item| {
                 let key = match &item {
-                    GitItem::Blob { id, .. } => {
-                        super::odb::pack_location(repo, id, buf).unwrap_or((u32::MAX, u64::MAX))
-                    }
+                    GitItem::Blob { id, .. } => packs.locate(id).unwrap_or((u32::MAX, u64::MAX)),
                     GitItem::Submodule { .. } | GitItem::Unreadable { .. } => (0, 0),
                 };
                 (key, item)

@@ -150,7 +150,7 @@ fn first_file_chunk(
 
 /// The first FetchSync of a git blob (`scan git`): its size from the
 /// object header (a blob over `--max-file-size` is skipped without being
-/// decoded), then the whole blob decoded by gix, an archive opened as on
+/// decoded), then the whole blob decoded (`git::Odb::find_blob`), an archive opened as on
 /// disk, else the first chunk handed to a Scan.
 fn first_blob_chunk(
     shared: &Shared,
@@ -168,7 +168,11 @@ fn first_blob_chunk(
             .worker()
     });
     let unreadable = SkipReason::Unreadable(io::ErrorKind::InvalidData);
-    let header = repo.find_header(id).map(|h| h.size());
+    let odb = shared
+        .git
+        .as_ref()
+        .expect("a scan git run has a repository");
+    let header = odb.blob_size(repo, &id, &mut ctx.scratch.git_diff.decode);
     let size = match header {
         Ok(size) => size,
         Err(e) => {
@@ -184,7 +188,7 @@ fn first_blob_chunk(
     // by `blob_chunk`): no fresh pages for every blob.
     let mut data = std::mem::take(&mut ctx.scratch.blob_buf);
     let repo = ctx.scratch.repo.as_ref().expect("made above");
-    let found = gix::objs::FindExt::find(&repo.objects, &id, &mut data).map(|_| ());
+    let found = odb.find_blob(repo, &id, &mut data, &mut ctx.scratch.git_diff.decode);
     if let Err(e) = found {
         end_skipped(ctx, &obj, unreadable, format!("blob {id}: {e}"));
         return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
@@ -207,6 +211,7 @@ fn first_blob_chunk(
     // of `git`, "Scanning only what a blob adds").
     let git = obj.desc().git.as_ref().expect("a git blob");
     let reading = crate::git::added::reading(
+        odb,
         ctx.scratch.repo.as_ref().expect("made above"),
         git.base.as_ref(),
         &data,

@@ -1,12 +1,14 @@
 //! `scan merge FILE...`: the `jsonl` reports of `scan --shard I/N` runs put
 //! back together into one report, in any format.
 //!
-//! 1. **Read** each file whole ([`read_shard`]). A `--shard` run's `jsonl`
-//!    has its findings (with the [`SHARD_KEYS`](super::jsonl::SHARD_KEYS)),
-//!    its skipped entries, and last a summary record
-//!    (`jsonl::write_summary_record`). A file that does not end with a
-//!    complete line, does not parse, or has no summary record last is
-//!    truncated or foreign: an error naming it (exit 2).
+//! 1. **Read** each file as a stream, line by line ([`read_shard`]): what
+//!    is held is one line and the records kept (findings, skipped
+//!    entries), never the file's bytes or its parsed records whole. A
+//!    `--shard` run's `jsonl` has its findings (with the
+//!    [`SHARD_KEYS`](super::jsonl::SHARD_KEYS)), its skipped entries, and
+//!    last a summary record (`jsonl::write_summary_record`). A file that
+//!    does not end with a complete line, does not parse, or has no summary
+//!    record last is truncated or foreign: an error naming it (exit 2).
 //! 2. **Check the set** ([`combine`]): every file is a shard of the same N,
 //!    and every index `0..N` is there exactly once. A missing shard is an
 //!    error, not a smaller report: a merge never passes a scan off as whole
@@ -291,52 +293,77 @@ fn provenance_of(record: &JsonValue) -> Result<Option<Provenance>, String> {
     }))
 }
 
-/// Reads one shard's `jsonl` report. The error names what is wrong with it
-/// (the caller adds the file name).
+/// Reads one shard's `jsonl` report held in memory ([`parse_shard_from`]).
 pub fn parse_shard(bytes: &[u8]) -> Result<ShardReport, String> {
-    if bytes.is_empty() {
+    parse_shard_from(bytes, bytes.len() as u64, bytes.last().copied())
+}
+
+/// Reads one shard's `jsonl` report line by line from `input` (`len`
+/// bytes, the last one `last`), holding one line and its records at a
+/// time besides what it keeps (the findings and skipped entries). The
+/// error names what is wrong with it (the caller adds the file name), the
+/// first of: empty; the last line not complete; a line that is no JSON;
+/// no summary record last, or a bad one; a bad finding or skipped entry
+/// (the first); a finding count other than the summary's. Each record is
+/// one line, as a shard writes it: a value spread over lines is not read.
+pub fn parse_shard_from(
+    mut input: impl std::io::BufRead,
+    len: u64,
+    last: Option<u8>,
+) -> Result<ShardReport, String> {
+    if len == 0 {
         return Err("empty: not the jsonl report of a --shard run".into());
     }
-    if !bytes.ends_with(b"\n") {
+    if last != Some(b'\n') {
         return Err("truncated: the last line is not complete".into());
     }
-    let values =
-        parse_stream(bytes).map_err(|e| format!("not a jsonl report (truncated?): {e}"))?;
-    let (last, records) = values.split_last().ok_or("no records")?;
+    let mut findings = Vec::new();
+    let mut skipped = Vec::new();
+    // The first bad record: reported after the summary's checks.
+    let mut bad: Option<String> = None;
+    // The last value read: the summary if no other follows it.
+    let mut held: Option<JsonValue> = None;
+    let mut count = 0usize;
+    let (mut line, mut at) = (Vec::new(), 0usize);
+    loop {
+        line.clear();
+        let n = input
+            .read_until(b'\n', &mut line)
+            .map_err(|e| format!("not a jsonl report (truncated?): {e}"))?;
+        if n == 0 {
+            break;
+        }
+        let values = parse_stream(&line).map_err(|mut e| {
+            e.offset += at;
+            format!("not a jsonl report (truncated?): {e}")
+        })?;
+        at += n;
+        for v in values {
+            if let Some(prev) = held.replace(v) {
+                count += 1;
+                if bad.is_none() {
+                    if let Err(e) = record(&prev, count, &mut findings, &mut skipped) {
+                        bad = Some(e);
+                    }
+                }
+            }
+        }
+    }
+    let last = held.ok_or("no records")?;
     if last.get("type").and_then(JsonValue::as_str) != Some("summary") {
         return Err(
             "no summary record at the end: truncated, or written without --shard or not as jsonl"
                 .into(),
         );
     }
-    let (summary, shard) = summary_of(last).map_err(|e| format!("summary record: {e}"))?;
+    let (summary, shard) = summary_of(&last).map_err(|e| format!("summary record: {e}"))?;
     let base_dir = last.get("base_dir").and_then(JsonValue::as_bytes).map(|b| {
         // Exact bytes on Unix.
         PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b))
     });
-    let provenance = provenance_of(last).map_err(|e| format!("summary record: {e}"))?;
-    let mut findings = Vec::new();
-    let mut skipped = Vec::new();
-    for (i, v) in records.iter().enumerate() {
-        let line = i + 1;
-        match v.get("type").and_then(JsonValue::as_str) {
-            None if v.get("fingerprint").is_some() => {
-                findings.push(finding_of(v).map_err(|e| format!("line {line}: finding: {e}"))?);
-            }
-            Some("skipped") => {
-                skipped.push(skip_of(v).map_err(|e| format!("line {line}: skipped: {e}"))?);
-            }
-            Some("summary") => {
-                return Err(format!(
-                    "line {line}: a second summary record (two reports in one file?)"
-                ))
-            }
-            _ => {
-                return Err(format!(
-                    "line {line}: neither a finding nor a skipped entry"
-                ))
-            }
-        }
+    let provenance = provenance_of(&last).map_err(|e| format!("summary record: {e}"))?;
+    if let Some(e) = bad {
+        return Err(e);
     }
     if findings.len() as u64 != summary.findings {
         return Err(format!(
@@ -356,13 +383,59 @@ pub fn parse_shard(bytes: &[u8]) -> Result<ShardReport, String> {
     })
 }
 
-/// Reads the shard report in `file` ([`parse_shard`]); errors name the file.
+/// Keeps the record `v` (the `line`th, counted from 1) as a finding or a
+/// skipped entry.
+fn record(
+    v: &JsonValue,
+    line: usize,
+    findings: &mut Vec<Finding>,
+    skipped: &mut Vec<MergedSkip>,
+) -> Result<(), String> {
+    match v.get("type").and_then(JsonValue::as_str) {
+        None if v.get("fingerprint").is_some() => {
+            findings.push(finding_of(v).map_err(|e| format!("line {line}: finding: {e}"))?);
+        }
+        Some("skipped") => {
+            skipped.push(skip_of(v).map_err(|e| format!("line {line}: skipped: {e}"))?);
+        }
+        Some("summary") => {
+            return Err(format!(
+                "line {line}: a second summary record (two reports in one file?)"
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "line {line}: neither a finding nor a skipped entry"
+            ))
+        }
+    }
+    Ok(())
+}
+
+/// Reads the shard report in `file` as a stream ([`parse_shard_from`]);
+/// errors name the file.
 pub fn read_shard(file: &Path) -> Result<ShardReport, String> {
-    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let mut r = parse_shard(&bytes).map_err(|e| format!("{}: {e}", file.display()))?;
+    use std::io::{Read, Seek, SeekFrom};
+    let named = |e: &dyn std::fmt::Display| format!("{}: {e}", file.display());
+    let mut f = std::fs::File::open(file).map_err(|e| named(&e))?;
+    let len = f.metadata().map_err(|e| named(&e))?.len();
+    let mut last = None;
+    if len > 0 {
+        let mut b = [0u8];
+        f.seek(SeekFrom::End(-1)).map_err(|e| named(&e))?;
+        f.read_exact(&mut b).map_err(|e| named(&e))?;
+        f.seek(SeekFrom::Start(0)).map_err(|e| named(&e))?;
+        last = Some(b[0]);
+    }
+    let input = std::io::BufReader::with_capacity(READ_BUF_BYTES, f);
+    let mut r = parse_shard_from(input, len, last).map_err(|e| named(&e))?;
     r.file = file.to_path_buf();
     Ok(r)
 }
+
+/// The read buffer of [`read_shard`]: 64 KiB (a line longer than it is
+/// gathered in the line buffer, which grows to the longest line).
+pub const READ_BUF_BYTES: usize = 64 << 10;
 
 /// Checks that `reports` are the shards `0..N` of one N, each once, and
 /// puts them together (steps 2 and 3 of the module docs).
@@ -512,5 +585,24 @@ mod tests {
         assert!(parse_shard(b"{\"rule\":\"r\",\"fingerprint\":\"f\"}\n")
             .unwrap_err()
             .contains("no summary record"));
+    }
+
+    #[test]
+    fn a_streamed_read_refuses_in_the_order_of_a_whole_read() {
+        // A bad record first, then a line that is no JSON: the syntax
+        // error wins, at its byte offset in the whole file.
+        let text = b"{\"type\":\"other\"}\n{\"a\":1}\n{\"a\" 1}\n";
+        let whole = parse_stream(text).unwrap_err();
+        let err = parse_shard(text).unwrap_err();
+        assert!(err.ends_with(&whole.to_string()), "{err} vs {whole}");
+        // A bad record and no summary: the summary is checked first.
+        let err = parse_shard(b"{\"type\":\"other\"}\n{\"a\":1}\n").unwrap_err();
+        assert!(err.contains("no summary record"), "{err}");
+        // Records only read line by line from a reader give the same
+        // answer as from memory.
+        let text = b"{\"type\":\"other\"}\n\n  \n{\"type\":\"summary\"}\n";
+        let from_reader = parse_shard_from(&text[..], text.len() as u64, Some(b'\n'));
+        assert_eq!(from_reader.unwrap_err(), parse_shard(text).unwrap_err());
+        assert!(parse_shard(b"\n\n").unwrap_err().contains("no records"));
     }
 }
