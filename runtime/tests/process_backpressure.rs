@@ -42,6 +42,24 @@ fn flood(out: &mut StepOutput<'_, u64>, to: Pid, sent: &mut u64, n: u64) -> bool
     *sent == n
 }
 
+/// A process that, from its first event on, floods `to` with `n` messages
+/// through [`flood`], keeping running until all are sent.
+fn spawn_flooder(rt: &ProcessRuntime<u64>, to: Pid, n: u64) -> Pid {
+    let (mut sent, mut started) = (0u64, false);
+    rt.spawn(
+        Script::new(move |events, out: &mut StepOutput<'_, u64>| {
+            started |= events.count() > 0;
+            if started && !flood(out, to, &mut sent, n) {
+                return out.keep_running();
+            }
+            out.idle();
+        }),
+        "main",
+        None,
+    )
+    .unwrap()
+}
+
 #[test]
 fn should_yield_turns_true_just_past_the_threshold() {
     // One worker: the receiver cannot run during the sender's step, so the
@@ -117,21 +135,7 @@ fn flooding_sender(workers: usize) {
             None,
         )
         .unwrap();
-    let mut sent = 0;
-    let mut started = false;
-    let sender = rt
-        .spawn(
-            Script::new(move |events, out: &mut StepOutput<'_, u64>| {
-                started |= events.count() > 0;
-                if started && !flood(out, counter, &mut sent, n) {
-                    return out.keep_running();
-                }
-                out.idle();
-            }),
-            "main",
-            None,
-        )
-        .unwrap();
+    let sender = spawn_flooder(&rt, counter, n);
     rt.send(sender, 0).unwrap();
     assert!(rx.recv_timeout(HANG).unwrap(), "per-sender FIFO order");
     let m = rt.shutdown(SHUTDOWN).metrics;
@@ -278,21 +282,7 @@ fn many_senders(workers: usize, k: usize, n: u64) {
         .unwrap();
     let mut senders = Vec::new();
     for _ in 0..k {
-        let (mut sent, mut started) = (0u64, false);
-        let pid = rt
-            .spawn(
-                Script::new(move |events, out: &mut StepOutput<'_, u64>| {
-                    started |= events.count() > 0;
-                    if started && !flood(out, counter, &mut sent, n) {
-                        return out.keep_running();
-                    }
-                    out.idle();
-                }),
-                "main",
-                None,
-            )
-            .unwrap();
-        senders.push(pid);
+        senders.push(spawn_flooder(&rt, counter, n));
     }
     for pid in senders {
         rt.send(pid, 0).unwrap();

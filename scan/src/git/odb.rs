@@ -402,7 +402,9 @@ fn delta_size(d: &mut &[u8]) -> Option<usize> {
 /// flagged by the low seven bits, a size of 0 meaning 64 KiB) or insert
 /// the next 1 to 127 bytes. `None` when the delta does not fit the base or
 /// does not produce the size it names (a corrupt entry: gix then decodes
-/// it and names the error).
+/// it and names the error). Ours because gix-pack's own
+/// `data::delta::apply` is `pub(crate)` (gix-pack 0.74.2) and its public
+/// decode paths do not let us keep the undeltified base they inflate.
 pub fn apply_delta(base: &[u8], delta: &[u8], out: &mut Vec<u8>) -> Option<()> {
     let mut d = delta;
     if delta_size(&mut d)? != base.len() {
