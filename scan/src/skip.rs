@@ -178,6 +178,10 @@ pub enum SkipReason {
     ArchiveCorrupt,
     /// An archive feature the reader does not implement (the detail names it).
     ArchiveUnsupported(&'static str),
+    /// A Git LFS pointer in history whose object is not in the
+    /// repository's local LFS store: the file's bytes are not in the
+    /// repository at all (`scan::git::lfs`).
+    LfsObjectMissing,
 }
 
 impl SpecialKind {
@@ -195,7 +199,7 @@ impl SpecialKind {
 impl SkipReason {
     /// Every label [`SkipReason::label`] can return, in a fixed order: use it to
     /// print summaries with stable columns.
-    pub const LABELS: [&'static str; 16] = [
+    pub const LABELS: [&'static str; 17] = [
         "too_large",
         "unreadable",
         "vanished",
@@ -212,6 +216,7 @@ impl SkipReason {
         "archive_encrypted",
         "archive_corrupt",
         "archive_unsupported",
+        "lfs_object_missing",
     ];
 
     /// The stable snake_case key of this reason (one of [`SkipReason::LABELS`]).
@@ -233,6 +238,7 @@ impl SkipReason {
             SkipReason::ArchiveEncrypted => "archive_encrypted",
             SkipReason::ArchiveCorrupt => "archive_corrupt",
             SkipReason::ArchiveUnsupported(_) => "archive_unsupported",
+            SkipReason::LfsObjectMissing => "lfs_object_missing",
         }
     }
 
@@ -302,6 +308,7 @@ impl fmt::Display for SkipReason {
             SkipReason::ArchiveUnsupported(what) => {
                 write!(f, "unsupported archive feature ({what})")
             }
+            SkipReason::LfsObjectMissing => f.write_str("Git LFS object not fetched"),
         }
     }
 }
@@ -327,6 +334,7 @@ mod tests {
             SkipReason::ArchiveEncrypted,
             SkipReason::ArchiveCorrupt,
             SkipReason::ArchiveUnsupported("x"),
+            SkipReason::LfsObjectMissing,
         ];
         all.extend(SpecialKind::ALL.iter().map(|k| SkipReason::SpecialFile(*k)));
         all

@@ -3,8 +3,10 @@
 //! zlib stream should be) and a shallow clone. Each corrupt object is named
 //! as an `unreadable` skip with its id, the rest of the history is scanned
 //! and reported, and the run exits 2 (partial); a shallow clone scans
-//! without error and says that it is shallow. The fixtures need the `git`
-//! binary; without it each test says so and checks nothing.
+//! without error and says that it is shallow. 10^5 refs reach each commit
+//! once; a repository committed to and repacked during the scan is read
+//! whole. The fixtures need the `git` binary; without it each test says so
+//! and checks nothing.
 #![cfg(not(loom))]
 
 #[path = "e2e_common/mod.rs"]
@@ -146,4 +148,96 @@ fn a_shallow_clone_scans_without_error_and_says_it_is_shallow() {
         dir_run.stderr
     );
     assert_eq!(dir_run.summary()["history"]["scanned"], true);
+}
+
+/// `n` lightweight tags in `packed-refs`, spread over `commits` (what a
+/// repository with a tag per CI build looks like; `git tag` would take
+/// minutes for 10^5).
+fn pack_many_refs(dir: &std::path::Path, commits: &[String], n: usize) {
+    let mut refs = String::from("# pack-refs with: peeled fully-peeled sorted \n");
+    let mut lines: Vec<String> = (0..n)
+        .map(|i| format!("{} refs/tags/build-{i:06}\n", commits[i % commits.len()]))
+        .collect();
+    lines.sort_by(|a, b| a[41..].cmp(&b[41..]));
+    refs.extend(lines);
+    std::fs::write(dir.join(".git/packed-refs"), refs).unwrap();
+}
+
+#[test]
+fn a_hundred_thousand_refs_reach_each_commit_once() {
+    if !git_present() {
+        return;
+    }
+    let t = tempdir();
+    let dir = t.path();
+    init(dir);
+    let tokens: Vec<String> = (0..3).map(|i| github_token(530 + i)).collect();
+    let commits: Vec<String> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, tok)| commit_file(dir, &format!("k{i}.env"), &format!("T={tok}\n"), "k"))
+        .collect();
+    pack_many_refs(dir, &commits, 100_000);
+    let run = scan_git(dir, &["-f", "json"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    let want: Vec<(String, String)> = tokens
+        .iter()
+        .enumerate()
+        .map(|(i, tok)| (format!("k{i}.env"), tok.clone()))
+        .collect();
+    assert_eq!(paths_and_secrets(&run), want, "each secret once");
+    assert_eq!(run.summary()["history"]["commits"], 3);
+    assert!(skipped(&run).is_empty(), "{}", run.stdout_text());
+}
+
+#[test]
+fn a_repository_committed_to_and_repacked_during_the_scan_is_read_whole() {
+    if !git_present() {
+        return;
+    }
+    let t = tempdir();
+    let dir = t.path();
+    init(dir);
+    let tokens: Vec<String> = (0..12).map(|i| github_token(540 + i)).collect();
+    for (i, tok) in tokens.iter().enumerate() {
+        commit_file(dir, &format!("k{i}.env"), &format!("T={tok}\n"), "k");
+    }
+    // Another writer: commits (new loose objects, a moved ref) and repacks
+    // (loose objects deleted, the old pack replaced) while the scan reads.
+    // The scan sees the refs it read at its start; every object those reach
+    // must still be found, in whichever pack or loose file it is by then.
+    // It runs until the scan is done (at most 200 rounds).
+    let writer_dir = dir.to_path_buf();
+    let (done, stop) = std::sync::mpsc::channel::<()>();
+    let (started_tx, started) = std::sync::mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        let mut rounds = 0;
+        while rounds < 200 && stop.try_recv().is_err() {
+            let i = rounds;
+            commit_file(&writer_dir, &format!("w{i}.txt"), &format!("{i}\n"), "w");
+            git(&writer_dir, &["repack", "-a", "-d", "-q"]);
+            if rounds == 0 {
+                started_tx.send(()).unwrap();
+            }
+            rounds += 1;
+        }
+        rounds
+    });
+    started.recv().unwrap();
+    let run = scan_git(dir, &["-f", "json"]);
+    done.send(()).unwrap();
+    let rounds = writer.join().unwrap();
+    eprintln!("the writer committed and repacked {rounds} times");
+    assert_eq!(run.code, Some(1), "not partial: {}", run.stderr);
+    let mut found: Vec<String> = paths_and_secrets(&run)
+        .into_iter()
+        .map(|(_, s)| s)
+        .collect();
+    found.sort();
+    // Its refs are read at its start: the writer's first commit, maybe
+    // more, but never a token lost or doubled.
+    let mut want = tokens.clone();
+    want.sort();
+    assert_eq!(found, want, "every secret the starting refs reach, once");
+    assert!(skipped(&run).is_empty(), "{}", run.stdout_text());
 }

@@ -255,3 +255,116 @@ fn a_symlink_is_scanned_as_its_target_text_and_never_followed() {
         vec![("tok-link".to_owned(), in_text)]
     );
 }
+
+/// The SHA-256 of `data`, 64 lowercase hex digits (`sha256sum`, as git-lfs
+/// names its objects; the scanner does not check it).
+fn sha256_hex(data: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    child.stdin.take().unwrap().write_all(data).unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+}
+
+/// Writes a Git LFS pointer to `object` at `rel` (what `git lfs track`
+/// commits) and, when `fetched`, the object into the local LFS store, as
+/// `git lfs fetch` does. Returns the object's id.
+fn lfs_pointer(dir: &Path, rel: &str, object: &[u8], fetched: bool) -> String {
+    let oid = sha256_hex(object);
+    let pointer = format!(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {}\n",
+        object.len()
+    );
+    common::put(dir, rel, pointer.as_bytes());
+    if fetched {
+        let store = format!(".git/lfs/objects/{}/{}/{oid}", &oid[..2], &oid[2..4]);
+        common::put(dir, &store, object);
+    }
+    oid
+}
+
+#[test]
+fn a_git_lfs_pointer_is_read_as_its_fetched_object_or_named_when_not_fetched() {
+    let t = tempdir();
+    let dir = t.path();
+    init(dir);
+    commit_file(dir, "README.md", "hi\n", "first");
+    let (fetched, missing) = (github_token(68), github_token(69));
+    lfs_pointer(dir, "model.env", format!("T={fetched}\n").as_bytes(), true);
+    let oid = lfs_pointer(dir, "data.env", format!("T={missing}\n").as_bytes(), false);
+    let commit = commit_file(dir, ".gitattributes", "*.env filter=lfs\n", "lfs files");
+    let run = scan_git(dir, &["-f", "json"]);
+    assert_eq!(run.code, Some(1), "findings, not partial: {}", run.stderr);
+    assert_eq!(
+        paths_and_secrets(&run),
+        vec![("model.env".to_owned(), fetched.clone())]
+    );
+    assert_eq!(run.json()["findings"][0]["commit"], commit.as_str());
+    let s = skipped(&run);
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(s[0]["path"], "data.env");
+    assert_eq!(s[0]["reason"], "lfs_object_missing");
+    let msg = s[0]["message"].as_str().unwrap();
+    assert!(msg.contains(&oid) && msg.contains("git lfs fetch"), "{msg}");
+    // A gate that must not pass on a partial scan.
+    let strict = scan_git(dir, &["-f", "json", "--fail-on-skip"]);
+    assert_eq!(strict.code, Some(2), "{}", strict.stderr);
+
+    // `scan DIR`: the work tree holds the pointer text (no smudge filter
+    // ran), which says nothing of the secret: the history finding stays.
+    let dir_run = common::scan_in(dir, ["-f", "json", "."]);
+    assert_eq!(dir_run.code, Some(1), "{}", dir_run.stderr);
+    assert_eq!(
+        paths_and_secrets(&dir_run),
+        vec![("model.env".to_owned(), fetched.clone())]
+    );
+    assert_eq!(dir_run.json()["findings"][0]["commit"], commit.as_str());
+    // A checked-out (smudged) file is the object itself: reported once,
+    // from the work tree.
+    common::put(dir, "model.env", format!("T={fetched}\n").as_bytes());
+    let dir_run = common::scan_in(dir, ["-f", "json", "."]);
+    assert_eq!(
+        paths_and_secrets(&dir_run),
+        vec![("model.env".to_owned(), fetched)]
+    );
+    assert!(
+        dir_run.json()["findings"][0]["commit"].is_null(),
+        "{:?}",
+        dir_run.json()
+    );
+}
+
+#[test]
+fn a_git_lfs_object_of_the_wrong_size_is_named_unreadable() {
+    let t = tempdir();
+    let dir = t.path();
+    init(dir);
+    let token = github_token(70);
+    let oid = lfs_pointer(dir, "cut.env", format!("T={token}\n").as_bytes(), true);
+    commit_file(dir, "README.md", "hi\n", "first");
+    // An interrupted download: the object is shorter than its pointer says.
+    let store = dir.join(format!(
+        ".git/lfs/objects/{}/{}/{oid}",
+        &oid[..2],
+        &oid[2..4]
+    ));
+    std::fs::write(&store, b"T=").unwrap();
+    let run = scan_git(dir, &["-f", "json"]);
+    // Like any unreadable blob of a history: named, and the run is partial.
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(paths_and_secrets(&run).is_empty(), "{}", run.stderr);
+    let s = skipped(&run);
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(
+        (&s[0]["path"], &s[0]["reason"]),
+        (&"cut.env".into(), &"unreadable".into())
+    );
+    assert!(
+        s[0]["message"].as_str().unwrap().contains("its pointer"),
+        "{s:?}"
+    );
+}

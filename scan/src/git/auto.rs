@@ -94,7 +94,8 @@ pub fn drop_work_tree_copies(repo: &gix::ThreadSafeRepository, findings: &mut Ve
 }
 
 /// Whether the blob at `path` in `commit` has the same bytes as the
-/// regular file `work/path`, which the walk scanned. A work tree symlink is
+/// regular file `work/path`, which the walk scanned (for an LFS pointer,
+/// the LFS object's bytes). A work tree symlink is
 /// never the same (the walk does not read a link's text), and a path that
 /// could lead out of the work tree (absolute, `..`, `.`, empty or `.git`
 /// components: a hostile tree can hold such names) is never opened.
@@ -118,7 +119,14 @@ fn identical_in_work_tree(repo: &gix::Repository, work: &Path, commit: &str, pat
     };
     let mut buf = Vec::new();
     match repo.objects.try_find(&blob, &mut buf) {
-        Ok(Some(data)) => data.data == on_disk.as_slice(),
+        // A Git LFS pointer: history read the LFS object in its place
+        // (`lfs.rs`), so that is what the work tree file must equal; a work
+        // tree holding the pointer text itself read nothing of it.
+        Ok(Some(data)) => match super::lfs::parse_pointer(data.data) {
+            Some(pointer) => std::fs::read(pointer.path_in(&super::lfs::store(repo)))
+                .is_ok_and(|object| object == on_disk),
+            None => data.data == on_disk.as_slice(),
+        },
         _ => false,
     }
 }

@@ -10,6 +10,7 @@
 pub mod added;
 pub mod auto;
 mod history;
+pub mod lfs;
 pub mod odb;
 pub mod state;
 

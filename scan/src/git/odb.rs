@@ -50,6 +50,7 @@ pub struct Odb {
     packs: Arc<Mutex<MemoryCappedHashmap>>,
     files: Arc<Packs>,
     decoded: Arc<Mutex<Decoded>>,
+    lfs_objects: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for Odb {
@@ -65,7 +66,9 @@ impl Odb {
     /// [`PACK_CACHE_BYTES`] and a decoded-blob cache of
     /// [`DECODED_CACHE_BYTES`].
     pub fn new(repo: gix::ThreadSafeRepository) -> Self {
+        let lfs_objects = super::lfs::store(&repo.to_thread_local());
         Self {
+            lfs_objects,
             files: Arc::new(Packs::new(&repo, true)),
             repo,
             packs: Arc::new(Mutex::new(MemoryCappedHashmap::new(PACK_CACHE_BYTES))),
@@ -184,6 +187,11 @@ impl Odb {
         let result: Arc<[u8]> = Arc::from(out.as_slice());
         cache().put((n, key), result);
         Some(())
+    }
+
+    /// The local Git LFS store, `<common dir>/lfs/objects` (`lfs.rs`).
+    pub fn lfs_objects(&self) -> &std::path::Path {
+        &self.lfs_objects
     }
 
     /// The repository.

@@ -105,7 +105,7 @@ fn finished(shared: &Shared, obj: &ObjectRef, end: ObjectEnd) {
 fn first_file_chunk(
     shared: &Shared,
     obj: ObjectRef,
-    mut buf: PooledBuf,
+    buf: PooledBuf,
     ctx: &mut Ctx,
 ) -> Option<Note> {
     let st = &shared.settings;
@@ -123,6 +123,21 @@ fn first_file_chunk(
                 return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
             }
         };
+    drop(path);
+    start_file(shared, obj, buf, file, size, ctx)
+}
+
+/// Reads a file's first chunk, opens it as an archive when it is one, else
+/// hands the chunk to a Scan.
+fn start_file(
+    shared: &Shared,
+    obj: ObjectRef,
+    mut buf: PooledBuf,
+    file: std::fs::File,
+    size: u64,
+    ctx: &mut Ctx,
+) -> Option<Note> {
+    let st = &shared.settings;
     let cs = st.chunk_size;
     let read = match read_chunk_at(&file, 0, size, &mut buf.full_mut()[..cs]) {
         Ok(r) => r,
@@ -136,8 +151,11 @@ fn first_file_chunk(
     let note = Note::of(ctx, TaskKind::FetchSync, &obj, 0, read.len as u64);
     if st.archives.is_some() {
         let head = &buf[..read.len.min(SNIFF_LEN)];
+        let path = obj.path().file_path();
         let name = path.file_name().map_or(&[][..], |n| n.as_bytes());
-        if let Some(kind) = detect_file(&file, head, name) {
+        let kind = detect_file(&file, head, name);
+        drop(path);
+        if let Some(kind) = kind {
             drop(buf);
             open_archive(shared, obj, file, kind, ctx);
             return note;
@@ -193,6 +211,10 @@ fn first_blob_chunk(
         end_skipped(ctx, &obj, unreadable, format!("blob {id}: {e}"));
         return Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0);
     }
+    if let Some(pointer) = crate::git::lfs::parse_pointer(&data) {
+        crate::git::odb::give_back(&mut ctx.scratch.blob_buf, data);
+        return lfs_object(shared, obj, buf, &pointer, odb.lfs_objects(), ctx);
+    }
     if st.archives.is_some() {
         if let Some(kind) = sniff(&data[..data.len().min(SNIFF_LEN)]) {
             drop(buf);
@@ -228,6 +250,60 @@ fn first_blob_chunk(
     }
     let chunks = ChunkCursor::new(st.chunk_size, st.context_len);
     blob_chunk(shared, obj, buf, data, chunks, ctx)
+}
+
+/// A blob that is a Git LFS pointer (`git::lfs`): the object's bytes from
+/// the local LFS store, read like a file on disk (whole: the pointer it
+/// replaced says nothing about which bytes are new), or the file named as
+/// skipped, `lfs_object_missing`, when the object was never fetched.
+fn lfs_object(
+    shared: &Shared,
+    obj: ObjectRef,
+    buf: PooledBuf,
+    pointer: &crate::git::lfs::Pointer,
+    store: &std::path::Path,
+    ctx: &mut Ctx,
+) -> Option<Note> {
+    let id = obj.desc().git.as_ref().expect("a git blob").id;
+    let oid = &pointer.oid;
+    let skip = |ctx: &mut Ctx, reason: SkipReason, detail: String| {
+        end_skipped(ctx, &obj, reason, detail);
+        Note::of(ctx, TaskKind::FetchSync, &obj, 0, 0)
+    };
+    if let Err(reason) = check_size(pointer.size, shared.settings.max_file_size) {
+        return skip(
+            ctx,
+            reason,
+            format!("Git LFS object sha256:{oid} (blob {id})"),
+        );
+    }
+    let path = pointer.path_in(store);
+    let (file, size) = match open_regular_nofollow(&path) {
+        Ok(opened) => opened,
+        Err(SkipReason::Vanished) => {
+            let detail = format!(
+                "blob {id} is a Git LFS pointer to sha256:{oid} ({} B), which is not in {} \
+                 (`git lfs fetch --all` brings it)",
+                pointer.size,
+                store.display()
+            );
+            return skip(ctx, SkipReason::LfsObjectMissing, detail);
+        }
+        Err(reason) => return skip(ctx, reason, format!("{}", path.display())),
+    };
+    if size != pointer.size {
+        let detail = format!(
+            "{} holds {size} B, its pointer (blob {id}) says {} B",
+            path.display(),
+            pointer.size
+        );
+        return skip(
+            ctx,
+            SkipReason::Unreadable(io::ErrorKind::InvalidData),
+            detail,
+        );
+    }
+    start_file(shared, obj, buf, file, size, ctx)
 }
 
 /// The next window of a blob read by what it adds: the piece's bytes
