@@ -241,3 +241,43 @@ fn a_repository_committed_to_and_repacked_during_the_scan_is_read_whole() {
     assert_eq!(found, want, "every secret the starting refs reach, once");
     assert!(skipped(&run).is_empty(), "{}", run.stdout_text());
 }
+
+#[test]
+fn a_partial_clone_names_the_blobs_it_did_not_fetch_and_says_why() {
+    if !git_present() {
+        return;
+    }
+    let t = tempdir();
+    let origin = t.path().join("origin");
+    std::fs::create_dir(&origin).unwrap();
+    init(&origin);
+    git(&origin, &["config", "uploadpack.allowFilter", "true"]);
+    let (old, new) = (github_token(560), github_token(561));
+    commit_file(&origin, "old.env", &format!("T={old}\n"), "old");
+    commit_file(&origin, "new.env", &format!("T={new}\n"), "new");
+    let url = format!("file://{}", origin.display());
+    // A blob-less clone fetches the blobs its checkout needs: remove
+    // `old.env` at the tip, so that its blob stays on the remote.
+    git(&origin, &["rm", "-q", "old.env"]);
+    git(&origin, &["commit", "-q", "-m", "rm"]);
+    git(
+        t.path(),
+        &["clone", "-q", "--filter=blob:none", &url, "part"],
+    );
+    let part = t.path().join("part");
+    let run = scan_git(&part, &["-f", "json"]);
+    assert_eq!(run.code, Some(2), "partial: {}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("partial clone (remote origin, filter blob:none)"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(paths_and_secrets(&run), vec![("new.env".to_owned(), new)]);
+    let s = skipped(&run);
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert_eq!(
+        (&s[0]["path"], &s[0]["reason"]),
+        (&"old.env".into(), &"unreadable".into())
+    );
+}

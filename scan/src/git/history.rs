@@ -145,6 +145,25 @@ impl std::fmt::Debug for HistoryCursor {
     }
 }
 
+/// The line that says a repository is a partial clone (a remote with
+/// `promisor = true`, as `git clone --filter` leaves it): the blobs it did
+/// not fetch cannot be read, and each is named `unreadable`.
+fn partial_clone_note(repo: &gix::Repository) -> Option<String> {
+    let config = repo.config_snapshot();
+    repo.remote_names().into_iter().find_map(|name| {
+        let promisor = config.boolean(format!("remote.{name}.promisor").as_str())?;
+        promisor.then(|| {
+            let filter = config
+                .string(format!("remote.{name}.partialclonefilter").as_str())
+                .map_or_else(|| "unknown".to_owned(), |f| f.to_string());
+            format!(
+                "partial clone (remote {name}, filter {filter}): the objects it did not fetch \
+                 are named unreadable and the run exits 2; a clone without --filter reads them all"
+            )
+        })
+    })
+}
+
 fn err(what: impl std::fmt::Display) -> String {
     what.to_string()
 }
@@ -194,6 +213,9 @@ impl HistoryCursor {
                     },
                 ));
             }
+        }
+        if let Some(note) = partial_clone_note(&cursor.repo) {
+            cursor.notes.push(note);
         }
         if !opts.staged {
             cursor.select(opts)?;
