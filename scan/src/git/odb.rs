@@ -106,7 +106,7 @@ impl Odb {
         scratch: &mut DecodeScratch,
     ) -> Result<u64, gix::object::find::existing::Error> {
         let packed = self.files.locate(id).and_then(|(n, offset)| {
-            let pack = self.files.packs.get(n as usize)?.data.as_ref()?;
+            let pack = self.files.packs.get(n as usize)?.data.as_ref()?.get();
             let entry = pack.entry(offset).ok()?;
             pack.decode_header(entry, &mut scratch.inflate, &|_| None)
                 .ok()
@@ -137,8 +137,30 @@ impl Odb {
     /// forward; the result is cached. `None` when any link is not an
     /// offset delta within the pack or does not decode.
     fn resolve(&self, n: u32, offset: u64, out: &mut Vec<u8>, s: &mut DecodeScratch) -> Option<()> {
-        let pack = self.files.packs.get(n as usize)?.data.as_ref()?;
+        let mapping = self.files.packs.get(n as usize)?.data.as_ref()?;
+        let pack = &*mapping.get();
         let cache = || self.decoded.lock().unwrap_or_else(PoisonError::into_inner);
+        // Pack bytes inflated, for `Mapping::read` (also when a link fails:
+        // those pages were touched all the same).
+        let mut read = 0u64;
+        let resolved = self.resolve_in(n, pack, offset, out, s, &cache, &mut read);
+        mapping.read(read);
+        resolved
+    }
+
+    /// [`Odb::resolve`] through one mapping of pack `n`, counting the pack
+    /// bytes inflated into `read`.
+    #[allow(clippy::too_many_arguments)]
+    fn resolve_in<'a>(
+        &self,
+        n: u32,
+        pack: &gix::odb::pack::data::File,
+        offset: u64,
+        out: &mut Vec<u8>,
+        s: &mut DecodeScratch,
+        cache: &impl Fn() -> std::sync::MutexGuard<'a, Decoded>,
+        read: &mut u64,
+    ) -> Option<()> {
         let mut entry = pack.entry(offset).ok()?;
         let key = entry.data_offset;
         s.chain.clear();
@@ -161,7 +183,7 @@ impl Odb {
                 _ => {
                     // An undeltified object: gix would inflate it again
                     // for every delta against it.
-                    inflate_into(pack, &entry, out, &mut s.inflate)?;
+                    *read += inflate_into(pack, &entry, out, &mut s.inflate)?;
                     let whole: Arc<[u8]> = Arc::from(out.as_slice());
                     cache().put((n, entry.data_offset), whole);
                     break None;
@@ -176,11 +198,11 @@ impl Odb {
             return Some(());
         };
         // The first delta reads the cached base in place (no copy).
-        inflate_into(pack, &first, &mut s.delta, &mut s.inflate)?;
+        *read += inflate_into(pack, &first, &mut s.delta, &mut s.inflate)?;
         apply_delta(base.as_deref().unwrap_or(out), &s.delta, &mut s.next)?;
         std::mem::swap(out, &mut s.next);
         while let Some(delta) = s.chain.pop() {
-            inflate_into(pack, &delta, &mut s.delta, &mut s.inflate)?;
+            *read += inflate_into(pack, &delta, &mut s.delta, &mut s.inflate)?;
             apply_delta(out, &s.delta, &mut s.next)?;
             std::mem::swap(out, &mut s.next);
         }
@@ -245,7 +267,55 @@ pub struct Packs {
 struct Pack {
     index: gix::odb::pack::index::File,
     /// `None` when the `.pack` beside the index cannot be opened.
-    data: Option<gix::odb::pack::data::File>,
+    data: Option<Mapping>,
+}
+
+/// How many bytes of pack data are read through one mapping of a pack
+/// before the next reader maps it afresh (README.md, "Memory bounds").
+pub const REMAP_BYTES: u64 = 64 << 20;
+
+/// A pack's data, mapped afresh after every [`REMAP_BYTES`] read through
+/// it. Every page a mapping touched counts in the process's resident set
+/// for as long as the mapping lives, so one mapping for the whole run
+/// counted the whole pack (rails' history: 380 MB on top of gix's own
+/// mapping of it). The old mapping goes away when the last worker using
+/// it drops its `Arc`; its pages stay in the page cache, unaccounted to
+/// us.
+struct Mapping {
+    path: std::path::PathBuf,
+    kind: gix::hash::Kind,
+    /// The current mapping and the bytes read through it so far.
+    current: Mutex<(Arc<gix::odb::pack::data::File>, u64)>,
+}
+
+impl Mapping {
+    fn open(path: std::path::PathBuf, kind: gix::hash::Kind) -> Option<Self> {
+        let file = gix::odb::pack::data::File::at(&path, kind).ok()?;
+        Some(Self {
+            path,
+            kind,
+            current: Mutex::new((Arc::new(file), 0)),
+        })
+    }
+
+    fn get(&self) -> Arc<gix::odb::pack::data::File> {
+        let current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(&current.0)
+    }
+
+    /// Counts `bytes` read through the current mapping; past
+    /// [`REMAP_BYTES`], maps the pack again (keeping the old mapping if
+    /// that fails).
+    fn read(&self, bytes: u64) {
+        let mut current = self.current.lock().unwrap_or_else(PoisonError::into_inner);
+        current.1 += bytes;
+        if current.1 >= REMAP_BYTES {
+            current.1 = 0;
+            if let Ok(file) = gix::odb::pack::data::File::at(&self.path, self.kind) {
+                current.0 = Arc::new(file);
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Packs {
@@ -278,7 +348,7 @@ impl Packs {
             .filter_map(|p| {
                 let index = gix::odb::pack::index::File::at(p, kind).ok()?;
                 let data = with_data
-                    .then(|| gix::odb::pack::data::File::at(p.with_extension("pack"), kind).ok())
+                    .then(|| Mapping::open(p.with_extension("pack"), kind))
                     .flatten();
                 Some(Pack { index, data })
             })
@@ -370,19 +440,20 @@ impl std::fmt::Debug for DecodeScratch {
 }
 
 /// Inflates the pack entry `entry` (its own bytes: a whole object, or a
-/// delta's instructions) into `out`, which it sizes.
+/// delta's instructions) into `out`, which it sizes; returns how many
+/// bytes of the pack it read.
 fn inflate_into(
     pack: &gix::odb::pack::data::File,
     entry: &gix::odb::pack::data::Entry,
     out: &mut Vec<u8>,
     inflate: &mut gix::zlib::Inflate,
-) -> Option<()> {
+) -> Option<u64> {
     let size = usize::try_from(entry.decompressed_size).ok()?;
     out.clear();
     out.try_reserve(size).ok()?;
     out.resize(size, 0);
-    pack.decompress_entry(entry, inflate, out).ok()?;
-    Some(())
+    let read = pack.decompress_entry(entry, inflate, out).ok()?;
+    Some(read as u64)
 }
 
 /// Reads a delta header's size: 7 bits a byte, least significant first,
