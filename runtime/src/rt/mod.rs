@@ -28,7 +28,7 @@ use crate::config::DEFAULT_SEED;
 use crate::io::driver::PollerGuard;
 use crate::io::IoDriver;
 use crate::metrics::{MetricsSnapshot, WorkerMetrics};
-use crate::sched::tiered::{IdleAction, SpinPolicy, TieredIdle};
+use crate::sched::tiered::{IdleAction, TieredIdle};
 use crate::sched::{self, Core, Found, LifoMode, LocalMode, ParkPrep, Parts, Shared, Worker};
 use crate::time::{self, Driver};
 use crate::worker_id;
@@ -708,7 +708,6 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
     #[cfg(not(all(feature = "io-probe", not(loom))))]
     let spin_iters = inner.spin_iters;
     let mut idle = TieredIdle::adaptive(spin_iters, inner.park_timeout);
-    let mut yields = YieldPolicy::new();
     #[cfg(not(all(feature = "io-probe", not(loom))))]
     let mut trace = sched::NoopTrace;
     #[cfg(all(feature = "io-probe", not(loom)))]
@@ -717,7 +716,6 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
         match sched::find_task(&mut *worker, &mut trace) {
             Found::Task(task) => {
                 idle.on_work();
-                yields.on_work();
                 worker.polls_since_timers += 1;
                 if worker.polls_since_timers >= TIMER_CHECK_INTERVAL {
                     worker = fire_timers(worker, inner);
@@ -755,16 +753,11 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
                 match idle.next_action() {
                     IdleAction::Spin => std::hint::spin_loop(),
                     IdleAction::Yield => {
-                        // The yield tier only while it pays (YieldPolicy).
-                        if !yields.start() {
-                            continue;
-                        }
                         // io/README.md, P3: look at the poller on the yield tier.
                         let (w, told) = poll_io_now(worker, inner);
                         worker = w;
                         if told > 0 {
                             idle.on_work();
-                            yields.on_work();
                             continue;
                         }
                         // Feature `io-probe`'s switch `no_yield`: keep the core
@@ -780,7 +773,6 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
                         crate::io::probe::yielded(crate::io::probe::now() - t0);
                     }
                     IdleAction::Park(timeout) => {
-                        yields.on_park();
                         match sched::prepare_park(&mut *worker, &mut trace) {
                             ParkPrep::Resume => idle.on_work(),
                             ParkPrep::Exit => return worker,
@@ -826,59 +818,6 @@ fn run_loop(mut worker: Box<AsyncWorker>, inner: &RtShared) -> Box<AsyncWorker> 
                     }
                 }
             }
-        }
-    }
-}
-
-/// Whether an idle spell's yield tier (a zero-timeout look at the poller,
-/// then `thread::yield_now`) runs, decided from what the last ones found,
-/// with the spin tier's rule (`sched::tiered::SpinPolicy`, "Adaptive
-/// spinning" in sched/README.md): a yield *hits* if its look, or the search
-/// after it, finds work before the spell parks; while fewer than
-/// `SPIN_MIN_HITS` of the last `SPIN_HISTORY` yields hit, the tier is skipped
-/// (the spell parks at once) except for a probe every
-/// `SPIN_PROBE_INTERVAL`-th spell.
-///
-/// Why: a server waiting on one socket yields, finds nothing and parks on
-/// almost every round trip: two system calls (`epoll_wait` with a zero
-/// timeout, `sched_yield`) that tokio's workers, which park straight in the
-/// poller, do not make. Over one echo connection that was 0.62 yields per
-/// round trip (strace, 1 897 round trips; `rt/README.md`, "The yield tier").
-struct YieldPolicy {
-    policy: SpinPolicy,
-    /// A yield ran in the current spell and its outcome is not recorded.
-    pending: bool,
-}
-
-impl YieldPolicy {
-    fn new() -> Self {
-        Self {
-            policy: SpinPolicy::new(),
-            pending: false,
-        }
-    }
-
-    /// The spell reached its yield tier: does it yield?
-    #[inline]
-    fn start(&mut self) -> bool {
-        let go = self.policy.start_spell();
-        self.pending = go;
-        go
-    }
-
-    /// Work was found: a yield under way paid.
-    #[inline]
-    fn on_work(&mut self) {
-        if std::mem::take(&mut self.pending) {
-            self.policy.record(true);
-        }
-    }
-
-    /// The spell parks: a yield under way found nothing.
-    #[inline]
-    fn on_park(&mut self) {
-        if std::mem::take(&mut self.pending) {
-            self.policy.record(false);
         }
     }
 }
