@@ -164,7 +164,6 @@ fn a_timeout_polled_late_never_fires_early_and_starts_at_most_the_bound_after_th
             assert!(t.deadline() >= before + d);
             std::thread::sleep(delay);
             let first_poll = std::future::poll_fn(|cx| Poll::Ready(t.as_mut().poll(cx))).await;
-            assert!(first_poll.is_pending());
             let polled = Instant::now();
             let deadline = t.deadline();
             assert!(
@@ -178,7 +177,12 @@ fn a_timeout_polled_late_never_fires_early_and_starts_at_most_the_bound_after_th
                 deadline - (after + d + bound)
             );
             assert!(deadline <= polled + d, "later than the first poll");
-            assert!(t.await.is_err());
+            // A loaded machine may oversleep the delay past the deadline:
+            // then the first poll already elapsed, never before it was due.
+            match first_poll {
+                Poll::Pending => assert!(t.await.is_err()),
+                Poll::Ready(r) => assert!(r.is_err()),
+            }
             assert!(Instant::now() >= before + d, "fired early");
         }
     });
