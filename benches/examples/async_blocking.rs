@@ -19,6 +19,13 @@
 //! first look, not a result.
 //!
 //! `cargo run --release -p magpie-benches --example async_blocking [ROUNDS]`
+//!
+//! For instruction counts (callgrind, deterministic on a loaded machine):
+//! `async_blocking once {tokio,magpie} {ready,plain,yield,yield_plain} OPS`
+//! runs only that loop once, after building the runtime. Instructions per
+//! timeout = (I(ready, N) - I(plain, N)) / N, e.g.
+//! `valgrind --tool=callgrind --callgrind-out-file=/dev/null
+//!  target/release/examples/async_blocking once magpie ready 100000`.
 use std::cell::RefCell;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -82,8 +89,23 @@ macro_rules! workloads {
                     .unwrap()
             }
 
+            /// `once`'s loops.
+            fn run_once(&self, what: &str, ops: usize) -> Duration {
+                match what {
+                    "ready" => self.ready_n(ops, true),
+                    "plain" => self.ready_n(ops, false),
+                    "yield" => self.after_yield_n(ops, true),
+                    "yield_plain" => self.after_yield_n(ops, false),
+                    _ => panic!("unknown loop {what}"),
+                }
+            }
+
             fn ready(&self, with_timeout: bool) -> Duration {
-                self.timed(TIMEOUT_OPS, move |i| async move {
+                self.ready_n(TIMEOUT_OPS, with_timeout)
+            }
+
+            fn ready_n(&self, ops: usize, with_timeout: bool) -> Duration {
+                self.timed(ops, move |i| async move {
                     if with_timeout {
                         $timeout(DEADLINE, std::future::ready(i)).await.unwrap()
                     } else {
@@ -93,7 +115,11 @@ macro_rules! workloads {
             }
 
             fn after_yield(&self, with_timeout: bool) -> Duration {
-                self.timed(YIELD_OPS, move |i| async move {
+                self.after_yield_n(YIELD_OPS, with_timeout)
+            }
+
+            fn after_yield_n(&self, ops: usize, with_timeout: bool) -> Duration {
+                self.timed(ops, move |i| async move {
                     let fut = async move {
                         $yield_now().await;
                         i
@@ -143,7 +169,38 @@ fn median_ns(rec: &Recorder, group: &str, peer: &str, ops: usize) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
+/// `once PEER LOOP OPS`: one run of one loop, for callgrind.
+fn once(args: &[String]) {
+    let [peer, what, ops] = args else {
+        panic!("usage: async_blocking once {{tokio,magpie}} {{ready,plain,yield,yield_plain}} OPS");
+    };
+    let ops: usize = ops.parse().expect("OPS");
+    let t = match peer.as_str() {
+        "tokio" => Tokio(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(WORKERS)
+                .enable_all()
+                .build()
+                .unwrap(),
+        )
+        .run_once(what, ops),
+        "magpie" => Magpie(
+            magpie_runtime::Runtime::builder()
+                .worker_threads(WORKERS)
+                .build()
+                .unwrap(),
+        )
+        .run_once(what, ops),
+        _ => panic!("unknown peer {peer}"),
+    };
+    println!("{peer} {what} {ops}: {:.1} ns/op", ns_per(t, ops));
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("once") {
+        return once(&args[2..]);
+    }
     let rounds: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())

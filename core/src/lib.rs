@@ -9,6 +9,7 @@
 //! | --- | --- |
 //! | [`sync`] | the facade: std or loom atomics, cells, locks, threads |
 //! | [`cache_padded`] | [`CachePadded`], one value per cache line |
+//! | [`clock`] | raw reads of `CLOCK_MONOTONIC` and its cheap coarse twin, for timeouts |
 //! | [`coalesce`] | many requests, one runner at a time, none lost: the paused clock's auto-advance |
 //! | [`queue`] | the 256-slot two-head local run queue, the LIFO slot, the global inject queue |
 //! | [`park`] | the futex parker (UNPARKED / PARKED / NOTIFIED) |
@@ -27,6 +28,7 @@
 
 pub mod affinity;
 pub mod cache_padded;
+pub mod clock;
 pub mod coalesce;
 pub mod gate;
 pub mod idle;

@@ -127,3 +127,81 @@ fn the_future_is_pinned_in_place_not_boxed() {
     assert_eq!(unpinned.into_inner().into_inner(), 5);
     assert_eq!(timeout(ms(10), ready(4)).into_inner().into_inner(), 4);
 }
+
+/// time/README.md, "The start of a `timeout`": on a running clock a
+/// `timeout` around a ready future returns its output and never registers a
+/// timer (nothing but the coarse mark is read).
+#[test]
+fn a_ready_future_is_ok_on_a_running_clock_without_a_timer() {
+    let driver = time::Driver::new();
+    let _guard = time::enter(&driver);
+    let log = time_util::WakeLog::default();
+    for i in 0..3 {
+        let mut t = TestTask::new(i, &log, timeout(ms(1_000), ready(i)));
+        assert_eq!(t.poll(), Poll::Ready(Ok(i)));
+    }
+    assert_eq!(driver.next_expiration(), None, "no timer was registered");
+}
+
+/// T3 with a real clock: a `Timeout` made, then first polled later than the
+/// coarse clock's allowed lag, counts from no earlier than the call and no
+/// later than the bound after it, and does not elapse before `creation +
+/// duration`. Only instants are compared, never elapsed wall-clock spans.
+#[test]
+fn a_timeout_polled_late_never_fires_early_and_starts_at_most_the_bound_after_the_call() {
+    let rt = Runtime::builder().worker_threads(1).build().unwrap();
+    rt.block_on(async {
+        let d = ms(15);
+        let bound = time::Driver::try_current()
+            .unwrap()
+            .clock()
+            .timeout_lateness_bound();
+        // Two polls late by more than the bound, one at once.
+        for delay in [bound + ms(2), Duration::ZERO, bound + ms(1)] {
+            let before = Instant::now();
+            let mut t = std::pin::pin!(timeout(d, pending::<()>()));
+            let after = Instant::now();
+            assert!(t.deadline() >= before + d);
+            std::thread::sleep(delay);
+            let first_poll = std::future::poll_fn(|cx| Poll::Ready(t.as_mut().poll(cx))).await;
+            let polled = Instant::now();
+            let deadline = t.deadline();
+            assert!(
+                deadline >= before + d,
+                "early: {:?}",
+                (before + d) - deadline
+            );
+            assert!(
+                deadline <= after + d + bound,
+                "late by more than the bound: {:?}",
+                deadline - (after + d + bound)
+            );
+            assert!(deadline <= polled + d, "later than the first poll");
+            // A loaded machine may oversleep the delay past the deadline:
+            // then the first poll already elapsed, never before it was due.
+            match first_poll {
+                Poll::Pending => assert!(t.await.is_err()),
+                Poll::Ready(r) => assert!(r.is_err()),
+            }
+            assert!(Instant::now() >= before + d, "fired early");
+        }
+    });
+}
+
+/// T1 on a paused clock: the start is the paused time of the call, not of
+/// the first poll (tokio's semantics, exactly).
+#[test]
+fn a_paused_clock_counts_from_the_call_not_the_first_poll() {
+    let (_driver, _guard, start, log) = paused();
+    let fut = timeout(ms(10), pending::<()>());
+    assert_eq!(fut.deadline(), start + ms(10));
+    time::advance(ms(4));
+    let mut t = TestTask::new(0, &log, fut);
+    assert!(t.poll().is_pending());
+    time::advance(ms(5));
+    assert!(t.poll().is_pending(), "timed out early");
+    time::advance(ms(1));
+    assert_eq!(t.wakes(), 1);
+    assert!(matches!(t.poll(), Poll::Ready(Err(_))));
+    assert_eq!(Instant::now(), start + ms(10));
+}

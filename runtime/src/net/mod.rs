@@ -76,7 +76,8 @@ pub(crate) fn poll_read<S: StreamSource>(
 where
     for<'a> &'a S: Read + Write,
 {
-    io.poll_io(cx, Direction::Read, |mut s| s.read(buf))
+    let len = buf.len();
+    io.poll_stream_io(cx, Direction::Read, len, |mut s| s.read(buf))
 }
 
 pub(crate) fn poll_read_vectored<S: StreamSource>(
@@ -87,7 +88,8 @@ pub(crate) fn poll_read_vectored<S: StreamSource>(
 where
     for<'a> &'a S: Read + Write,
 {
-    io.poll_io(cx, Direction::Read, |mut s| s.read_vectored(bufs))
+    let len = bufs.iter().map(|b| b.len()).sum();
+    io.poll_stream_io(cx, Direction::Read, len, |mut s| s.read_vectored(bufs))
 }
 
 pub(crate) fn poll_write<S: StreamSource>(
@@ -98,7 +100,7 @@ pub(crate) fn poll_write<S: StreamSource>(
 where
     for<'a> &'a S: Read + Write,
 {
-    io.poll_io(cx, Direction::Write, |mut s| s.write(buf))
+    io.poll_stream_io(cx, Direction::Write, buf.len(), |mut s| s.write(buf))
 }
 
 pub(crate) fn poll_write_vectored<S: StreamSource>(
@@ -109,7 +111,8 @@ pub(crate) fn poll_write_vectored<S: StreamSource>(
 where
     for<'a> &'a S: Read + Write,
 {
-    io.poll_io(cx, Direction::Write, |mut s| s.write_vectored(bufs))
+    let len = bufs.iter().map(|b| b.len()).sum();
+    io.poll_stream_io(cx, Direction::Write, len, |mut s| s.write_vectored(bufs))
 }
 
 /// Implements futures-io's (and, with `tokio-io`, tokio's) `AsyncRead` for
