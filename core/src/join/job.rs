@@ -197,6 +197,7 @@ impl<L: Latch, F: FnOnce() -> R + Send, R: Send> StackJob<L, F, R> {
 
     /// [`Self::run_inline`] with the closure's panic caught (the joiner's
     /// own closure panicked first and that panic wins, J3).
+    #[cfg_attr(magpie_broken = "unwind_skips_wait", allow(dead_code))]
     pub(crate) fn run_inline_caught(&self) -> JobResult<R> {
         JobResult::catch(|| self.run_inline())
     }

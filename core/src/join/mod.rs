@@ -164,6 +164,7 @@ where
 /// then is `a`'s panic raised again: `a`'s first if both panicked.
 #[cold]
 #[inline(never)]
+#[cfg_attr(magpie_broken = "unwind_skips_wait", allow(dead_code))]
 fn join_recover_from_panic<C, B, RB>(
     ctx: &mut C,
     job_b: &StackJob<CoreLatch, B, RB>,
