@@ -12,10 +12,17 @@
 //!
 //! `cargo run --release -p magpie-benches --example forkjoin_fib -- [N] [CUTOFF] [ROUNDS] [WORKERS]`
 //! (`FJ_TRIPS=0` skips the round trip, `FJ_TRIPS=n` sets its count per round)
+//!
+//! `FJ_WORKLOAD=NAME` runs one of rayon's workloads instead (`fib8`, `fib20`,
+//! `quicksort`, `mergesort`, `nbody`; `magpie_benches::forkjoin::Workload`),
+//! magpie against rayon in alternating rounds, with the arguments
+//! `[ROUNDS] [WORKERS]`; `FJ_COUNTS=1` then also prints what magpie's workers
+//! counted per run (steals, parks, unparks, latch waits and sleeps).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use magpie_benches::forkjoin::{MagpieJoin, RayonJoin, Workload};
 use magpie_runtime::join::{join, JoinPool};
 
 fn seq_fib(n: u64) -> u64 {
@@ -63,11 +70,78 @@ fn median(v: &[Duration]) -> Duration {
     v[v.len() / 2]
 }
 
+/// `FJ_WORKLOAD`: one workload, magpie against rayon, alternating rounds;
+/// with `FJ_COUNTS=1`, magpie's counters per run.
+fn run_workload(w: Workload, rounds: usize, workers: usize) {
+    let magpie = MagpieJoin::new(workers);
+    let rayon = RayonJoin::new(workers);
+    // Warm-up: threads started, pages touched.
+    w.run(&magpie, w.input());
+    w.run(&rayon, w.input());
+    let (mut tm, mut tr, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (m, r) = if round % 2 == 0 {
+            let m = w.run(&magpie, w.input());
+            (m, w.run(&rayon, w.input()))
+        } else {
+            let r = w.run(&rayon, w.input());
+            (w.run(&magpie, w.input()), r)
+        };
+        tm.push(m);
+        tr.push(r);
+        ratios.push(m.as_secs_f64() / r.as_secs_f64());
+    }
+    let [min, q1, med, q3, max] = quartiles(ratios);
+    println!("{}, {workers} workers, {rounds} rounds", w.name());
+    println!(
+        "  magpie join : median {:>9.3} ms",
+        median(&tm).as_secs_f64() * 1e3
+    );
+    println!(
+        "  rayon::join : median {:>9.3} ms",
+        median(&tr).as_secs_f64() * 1e3
+    );
+    println!(
+        "  magpie/rayon per round: min {min:.3}  q1 {q1:.3}  median {med:.3}  q3 {q3:.3}  max {max:.3}"
+    );
+    if std::env::var("FJ_COUNTS").is_ok_and(|v| v == "1") {
+        let runs = (rounds + 1) as f64;
+        let m = magpie.shutdown();
+        let (s, j) = (&m.sched.total, &m.join);
+        let per = |x: u64| x as f64 / runs;
+        println!(
+            "  magpie per run ({runs} runs): steals {:.1} (attempts {:.1}), parks {:.1}, unparks {:.1}, \
+             waits {:.1} (tasks meanwhile {:.1}, idle rounds {:.1}), latch sleeps {:.1} \
+             (ended set {:.1}), hoard wakes {:.1}, full deque {:.1}",
+            per(s.steal_successes),
+            per(s.steal_attempts),
+            per(s.parks),
+            per(s.unparks),
+            per(j.waits),
+            per(j.wait_tasks),
+            per(j.wait_idle_rounds),
+            per(j.latch_sleeps),
+            per(j.latch_sleeps_ended_set),
+            per(j.hoard_wakes),
+            per(j.deque_full),
+        );
+    }
+}
+
 fn main() {
     let args: Vec<u64> = std::env::args()
         .skip(1)
         .map(|a| a.parse().expect("numbers only"))
         .collect();
+    if let Ok(name) = std::env::var("FJ_WORKLOAD") {
+        let w = Workload::from_name(&name).unwrap_or_else(|| {
+            panic!("FJ_WORKLOAD: one of fib8, fib20, quicksort, mergesort, nbody")
+        });
+        let rounds = args.first().copied().unwrap_or(11) as usize;
+        let workers = args.get(1).copied().unwrap_or(2) as usize;
+        run_workload(w, rounds, workers);
+        return;
+    }
     let n = args.first().copied().unwrap_or(30);
     let cutoff = args.get(1).copied().unwrap_or(8);
     let rounds = args.get(2).copied().unwrap_or(21) as usize;

@@ -150,6 +150,117 @@ impl MagpieJoin {
     }
 }
 
+impl MagpieJoin {
+    /// Stops the pool and returns what its workers counted (steals, parks,
+    /// latch waits and sleeps; `JoinPool::shutdown`).
+    pub fn shutdown(self) -> magpie_runtime::join::JoinPoolMetrics {
+        self.pool.shutdown()
+    }
+}
+
+/// One of the workloads by name, for probes that run one at a time:
+/// `fib8`, `fib20` (fib(36) with that cutoff), `quicksort`, `mergesort`
+/// (10^7 `u32`), `nbody` (4 000 bodies, 3 steps). Each run is checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// fib([`fib::FIB_N`]) with [`fib::CUTOFF_FINE`].
+    Fib8,
+    /// fib([`fib::FIB_N`]) with [`fib::CUTOFF_COARSE`].
+    Fib20,
+    /// [`sort::quicksort`] of [`sort::SORT_LEN`] values.
+    Quicksort,
+    /// [`sort::mergesort`] of [`sort::SORT_LEN`] values.
+    Mergesort,
+    /// [`nbody::simulate`], [`nbody::NBODY_N`] bodies, [`nbody::NBODY_STEPS`] steps.
+    Nbody,
+}
+
+impl Workload {
+    /// Every workload, in report order.
+    pub const ALL: [Workload; 5] = [
+        Workload::Fib8,
+        Workload::Fib20,
+        Workload::Quicksort,
+        Workload::Mergesort,
+        Workload::Nbody,
+    ];
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Fib8 => "fib8",
+            Workload::Fib20 => "fib20",
+            Workload::Quicksort => "quicksort",
+            Workload::Mergesort => "mergesort",
+            Workload::Nbody => "nbody",
+        }
+    }
+
+    /// The workload named `name`, if any.
+    pub fn from_name(name: &str) -> Option<Workload> {
+        Workload::ALL.into_iter().find(|w| w.name() == name)
+    }
+
+    /// Makes the input of one run (outside the timed part).
+    pub fn input(self) -> WorkloadInput {
+        match self {
+            Workload::Fib8 | Workload::Fib20 => WorkloadInput::None,
+            Workload::Quicksort | Workload::Mergesort => {
+                WorkloadInput::Sort(sort::random_input(sort::SORT_LEN, 17))
+            }
+            Workload::Nbody => WorkloadInput::Bodies(nbody::initial(nbody::NBODY_N, 17)),
+        }
+    }
+
+    /// Runs the workload once on `fj` (inside `install`) from `input`,
+    /// returns the time of the `install` call, and checks the result.
+    pub fn run<F: ForkJoin>(self, fj: &F, input: WorkloadInput) -> Duration {
+        let who = fj.name();
+        match (self, input) {
+            (Workload::Fib8 | Workload::Fib20, WorkloadInput::None) => {
+                let cutoff = if self == Workload::Fib8 {
+                    fib::CUTOFF_FINE
+                } else {
+                    fib::CUTOFF_COARSE
+                };
+                let (t, v) = time_install(fj, || fib::fib_join(fj, fib::FIB_N, cutoff));
+                assert_eq!(v, fib::fib_closed(fib::FIB_N), "{who}: wrong fib");
+                t
+            }
+            (Workload::Quicksort | Workload::Mergesort, WorkloadInput::Sort(mut v)) => {
+                let want = sort::Fingerprint::of(&v);
+                let (t, ()) = time_install(fj, || {
+                    if self == Workload::Quicksort {
+                        sort::quicksort(fj, &mut v)
+                    } else {
+                        sort::mergesort(fj, &mut v)
+                    }
+                });
+                sort::check_sorted(&v, want, who);
+                t
+            }
+            (Workload::Nbody, WorkloadInput::Bodies(b)) => {
+                let want = nbody::reference(b.clone(), nbody::NBODY_STEPS);
+                let (t, got) = time_install(fj, || nbody::simulate(fj, b, nbody::NBODY_STEPS));
+                nbody::check_against(&got, &want, who);
+                t
+            }
+            (w, _) => panic!("{}: input of another workload", w.name()),
+        }
+    }
+}
+
+/// The input of one [`Workload`] run.
+#[derive(Debug)]
+pub enum WorkloadInput {
+    /// fib needs none.
+    None,
+    /// The values to sort.
+    Sort(Vec<u32>),
+    /// The bodies to simulate.
+    Bodies(Vec<nbody::Body>),
+}
+
 impl fmt::Debug for MagpieJoin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MagpieJoin")

@@ -185,12 +185,21 @@ impl<L: Latch, F: FnOnce() -> R + Send, R: Send> StackJob<L, F, R> {
         }
     }
 
-    /// J5: the owner took its JobRef back unrun and runs the closure itself.
-    pub(crate) fn run_inline(&self) -> JobResult<R> {
+    /// J5: the owner took its JobRef back unrun and runs the closure itself,
+    /// here and now: a panic of the closure unwinds from this call.
+    #[inline]
+    pub(crate) fn run_inline(&self) -> R {
         // SAFETY: the JobRef was taken back, so no other thread can reach
         // this job; we are the only accessor.
         let func = unsafe { self.func.with_mut(|f| (*f).take()) };
-        JobResult::catch(func.expect("a stack job ran twice"))
+        func.expect("a stack job ran twice")()
+    }
+
+    /// [`Self::run_inline`] with the closure's panic caught (the joiner's
+    /// own closure panicked first and that panic wins, J3).
+    #[cfg_attr(magpie_broken = "unwind_skips_wait", allow(dead_code))]
+    pub(crate) fn run_inline_caught(&self) -> JobResult<R> {
+        JobResult::catch(|| self.run_inline())
     }
 
     /// The result, after the latch was seen set (J6).

@@ -19,6 +19,7 @@
 
 use std::panic::{self, AssertUnwindSafe};
 
+pub mod current;
 pub mod deque;
 mod job;
 mod latch;
@@ -112,6 +113,7 @@ fn wait_until<C: JoinContext>(ctx: &mut C, latch: &CoreLatch) {
 /// thief took it, else this worker waits for the thief while running other
 /// work. A panic in either closure is raised again here once both halves
 /// finished (`a`'s first if both panicked).
+#[inline(always)]
 pub fn join<C, A, B, RA, RB>(ctx: &mut C, a: A, b: B) -> (RA, RB)
 where
     C: JoinContext,
@@ -128,28 +130,66 @@ where
     let job_ref = unsafe { job_b.as_job_ref() };
     ctx.push(job_ref);
     // J3: `a` here, with its panic caught so that `b` is still waited for.
-    let ra = panic::catch_unwind(AssertUnwindSafe(a));
-    #[cfg(magpie_broken = "unwind_skips_wait")]
-    if let Err(p) = ra {
+    let ra = match panic::catch_unwind(AssertUnwindSafe(a)) {
+        Ok(ra) => ra,
+        #[cfg(magpie_broken = "unwind_skips_wait")]
         // Broken: leaves the frame at once, while a thief may run `b`.
-        panic::resume_unwind(p);
-    }
-    // J5-J6.
-    let rb = loop {
-        if job_b.latch.probe() {
-            break job_b.take_result();
-        }
+        Err(p) => panic::resume_unwind(p),
+        #[cfg(not(magpie_broken = "unwind_skips_wait"))]
+        Err(p) => join_recover_from_panic(ctx, &job_b, guard, p),
+    };
+    // J5-J6. The probe first: a push into a full deque ran `b` at once (D2).
+    while !job_b.latch.probe() {
         match ctx.pop() {
-            Some(job) if job_b.is_mine(&job) => break job_b.run_inline(),
+            Some(job) if job_b.is_mine(&job) => {
+                // J5: taken back, so no other thread can reach `b`: the
+                // frame may be left from here on, by an unwind too. `b`
+                // runs without a `catch_unwind` of its own: `a` finished,
+                // so a panic of `b` is raised as it comes, as it would be
+                // after both halves (J6).
+                guard.disarm();
+                let rb = job_b.run_inline();
+                return (ra, rb);
+            }
             Some(job) => ctx.execute(job),
             None => ctx.wait(&job_b.latch),
         }
-    };
-    guard.disarm();
-    match ra {
-        Ok(ra) => (ra, rb.into_return_value()),
-        Err(p) => panic::resume_unwind(p),
     }
+    guard.disarm();
+    (ra, job_b.take_result().into_return_value())
+}
+
+/// J3's cold half: `a` panicked. `b` still runs (here, if it is taken back,
+/// with its own panic caught and dropped) or is waited for (J5), and only
+/// then is `a`'s panic raised again: `a`'s first if both panicked.
+#[cold]
+#[inline(never)]
+#[cfg_attr(magpie_broken = "unwind_skips_wait", allow(dead_code))]
+fn join_recover_from_panic<C, B, RB>(
+    ctx: &mut C,
+    job_b: &StackJob<CoreLatch, B, RB>,
+    guard: FrameGuard<'_, CoreLatch>,
+    p: Payload,
+) -> !
+where
+    C: JoinContext,
+    B: FnOnce() -> RB + Send,
+    RB: Send,
+{
+    while !job_b.latch.probe() {
+        match ctx.pop() {
+            Some(job) if job_b.is_mine(&job) => {
+                guard.disarm();
+                drop(job_b.run_inline_caught());
+                panic::resume_unwind(p);
+            }
+            Some(job) => ctx.execute(job),
+            None => ctx.wait(&job_b.latch),
+        }
+    }
+    guard.disarm();
+    drop(job_b.take_result());
+    panic::resume_unwind(p)
 }
 
 /// Runs `f` on a pool from a thread outside it (B1-B3): `inject` puts the

@@ -36,20 +36,20 @@
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::io;
-use std::rc::Rc;
 use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use magpie_core::join::current;
 use magpie_core::join::deque::{self, Stolen};
-use magpie_core::join::{self as core_join, CoreLatch, FallAsleep, JobRef, JobSink, Wake};
+use magpie_core::join::{self as core_join, CoreLatch, FallAsleep, JobRef, JobSink, Wake, WakeUp};
 use magpie_core::park::Parker;
 use magpie_core::queue::Local;
 use magpie_core::rng::XorShift64;
 use magpie_core::sync::Arc;
 
 use crate::config::ExecutorConfig;
-use crate::metrics::WorkerMetrics;
+use crate::metrics::{MetricsSnapshot, WorkerMetrics};
 use crate::sched::tiered::{IdleAction, TieredIdle};
 use crate::sched::{
     self, Core, Found, LifoMode, LocalMode, NoopTrace, ParkPrep, Parts, Shared, SideQueues, Worker,
@@ -120,15 +120,110 @@ impl SideQueues<JobRef> for DequeStealers {
 }
 
 /// What a join on a worker touches, reachable without borrowing the
-/// worker: its index, the owner end of its deque, its pool. A `join` takes
-/// it from the thread-local once and hands it down (`InWorker`), so the
-/// push and the take-back are calls on the deque alone.
+/// worker: its index, the owner end of its deque, its pool. It lives in
+/// `worker_main`'s frame for the worker's whole life and is reached through
+/// `magpie_core::join::current` (one thread-local pointer); a `join` hands
+/// the reference down (`InWorker`), so the push and the take-back are calls
+/// on the deque alone.
 struct JoinLocal {
     id: usize,
     deque: deque::Local,
     registry: Arc<Registry>,
     /// Pushes until the next wake-on-hoard check.
     pushes_left: Cell<u32>,
+    /// What the join face counts (cold paths only: waits, sleeps, a full
+    /// deque, wakes on hoard).
+    counts: Counts,
+}
+
+/// Counters of one worker's join face, bumped on its own thread only.
+#[derive(Default)]
+struct Counts {
+    waits: Cell<u64>,
+    wait_tasks: Cell<u64>,
+    wait_idle_rounds: Cell<u64>,
+    latch_sleeps: Cell<u64>,
+    latch_sleeps_ended_set: Cell<u64>,
+    deque_full: Cell<u64>,
+    hoard_wakes: Cell<u64>,
+}
+
+fn bump(c: &Cell<u64>) {
+    c.set(c.get() + 1);
+}
+
+impl Counts {
+    fn snapshot(&self) -> JoinMetrics {
+        JoinMetrics {
+            waits: self.waits.get(),
+            wait_tasks: self.wait_tasks.get(),
+            wait_idle_rounds: self.wait_idle_rounds.get(),
+            latch_sleeps: self.latch_sleeps.get(),
+            latch_sleeps_ended_set: self.latch_sleeps_ended_set.get(),
+            deque_full: self.deque_full.get(),
+            hoard_wakes: self.hoard_wakes.get(),
+        }
+    }
+}
+
+/// What one worker's join face counted, beside the worker loop's
+/// [`WorkerMetrics`] (steals, parks, unparks): [`JoinPool::shutdown`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JoinMetrics {
+    /// Joins, scopes and cross-pool installs whose job was not taken back,
+    /// so that the owner waited for a thief (README.md, "How a worker
+    /// waits").
+    pub waits: u64,
+    /// Tasks the waiting owners ran meanwhile (W1).
+    pub wait_tasks: u64,
+    /// Rounds of a waiting owner that found nothing (W2: a spin, a yield
+    /// or a sleep follows).
+    pub wait_idle_rounds: u64,
+    /// Times a waiting owner slept on its latch (W3, `fall_asleep`
+    /// succeeded).
+    pub latch_sleeps: u64,
+    /// Latch sleeps after which the latch was set (its setter woke the
+    /// owner, or set it while the owner slept out its timeout).
+    pub latch_sleeps_ended_set: u64,
+    /// Pushes into a full deque (the job ran at once, D2).
+    pub deque_full: u64,
+    /// Pushes that woke a parked worker (onto an empty deque, or every
+    /// `WAKE_ON_HOARD_THRESHOLD` pushes).
+    pub hoard_wakes: u64,
+}
+
+impl JoinMetrics {
+    /// Adds `other` into `self`, field by field.
+    pub fn merge(&mut self, other: &JoinMetrics) {
+        let JoinMetrics {
+            waits,
+            wait_tasks,
+            wait_idle_rounds,
+            latch_sleeps,
+            latch_sleeps_ended_set,
+            deque_full,
+            hoard_wakes,
+        } = other;
+        self.waits += waits;
+        self.wait_tasks += wait_tasks;
+        self.wait_idle_rounds += wait_idle_rounds;
+        self.latch_sleeps += latch_sleeps;
+        self.latch_sleeps_ended_set += latch_sleeps_ended_set;
+        self.deque_full += deque_full;
+        self.hoard_wakes += hoard_wakes;
+    }
+}
+
+/// What [`JoinPool::shutdown`] returns: the worker loop's metrics and the
+/// join face's, in total and per worker.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct JoinPoolMetrics {
+    /// The worker loop's counters (steals, parks, unparks, ...).
+    pub sched: MetricsSnapshot,
+    /// The join face's counters, summed over the workers.
+    pub join: JoinMetrics,
+    /// The join face's counters, one entry per worker, by index.
+    pub join_per_worker: Vec<JoinMetrics>,
 }
 
 impl JoinLocal {
@@ -151,7 +246,10 @@ impl JoinLocal {
                     self.pushes_left.set(left);
                 }
             }
-            Err(job) => self.registry.wake(job.execute()),
+            Err(job) => {
+                bump(&self.counts.deque_full);
+                self.registry.wake(job.execute());
+            }
         }
     }
 
@@ -161,8 +259,8 @@ impl JoinLocal {
         // A hint (as in `sched`): the jobs stay with this awake worker, so a
         // stale "nobody to wake" only delays help until the next check.
         let shared = &self.registry.sched;
-        if shared.idle.would_unpark() {
-            let _ = shared.notify_parked();
+        if shared.idle.would_unpark() && shared.notify_parked().is_some() {
+            bump(&self.counts.hoard_wakes);
         }
     }
 }
@@ -175,7 +273,6 @@ struct JoinWorker {
     rng: XorShift64,
     metrics: WorkerMetrics,
     registry: Arc<Registry>,
-    local: Rc<JoinLocal>,
 }
 
 impl Worker for JoinWorker {
@@ -208,27 +305,32 @@ fn with_worker<R>(f: impl FnOnce(&mut JoinWorker) -> R) -> R {
     })
 }
 
-/// This thread's worker's [`JoinLocal`], if it is a worker of a pool.
-#[inline]
-fn current_local() -> Option<Rc<JoinLocal>> {
-    WORKER.with(|w| w.borrow().as_ref().map(|w| w.local.clone()))
+/// Runs `f` with this thread's worker's [`JoinLocal`] if the thread is a
+/// worker of a pool (`worker_main` sets it for the worker's whole loop
+/// through `magpie_core::join::current`: one thread-local pointer, no lazy
+/// initialisation, borrow flag or reference count; README.md, "Where the
+/// instructions go").
+#[inline(always)]
+fn with_local<R>(f: impl FnOnce(Option<&JoinLocal>) -> R) -> R {
+    current::with(f)
 }
 
 /// The policy half of a join or scope on a pool worker
 /// ([`core_join::JoinContext`]).
-struct InWorker {
-    local: Rc<JoinLocal>,
+struct InWorker<'a> {
+    local: &'a JoinLocal,
     /// Created at the first wait: a join whose `b` is taken back never waits.
     idle: Option<TieredIdle>,
 }
 
-impl InWorker {
-    fn new(local: Rc<JoinLocal>) -> Self {
+impl<'a> InWorker<'a> {
+    #[inline]
+    fn new(local: &'a JoinLocal) -> Self {
         InWorker { local, idle: None }
     }
 }
 
-impl core_join::JoinContext for InWorker {
+impl core_join::JoinContext for InWorker<'_> {
     #[inline]
     fn owner(&self) -> usize {
         self.local.id
@@ -254,35 +356,53 @@ impl core_join::JoinContext for InWorker {
     /// worker keeps its gate token while its job is outstanding).
     fn wait(&mut self, latch: &CoreLatch) {
         let found = with_worker(|w| sched::find_task(w, &mut NoopTrace));
-        let registry = &self.local.registry;
-        let idle = self
-            .idle
-            .get_or_insert_with(|| TieredIdle::new(registry.spin_iters, registry.park_timeout));
+        let local = self.local;
+        let counts = &local.counts;
+        let idle = self.idle.get_or_insert_with(|| {
+            bump(&counts.waits);
+            TieredIdle::new(local.registry.spin_iters, local.registry.park_timeout)
+        });
         match found {
             Found::Task(job) => {
                 idle.on_work();
+                bump(&counts.wait_tasks);
                 self.execute(job);
             }
             // `Exit` cannot come while a job of ours is outstanding (our
             // token keeps the gate open); treat it as nothing found.
-            Found::Idle | Found::Exit => match idle.next_action() {
-                IdleAction::Spin => std::hint::spin_loop(),
-                IdleAction::Yield => thread::yield_now(),
-                IdleAction::Park(timeout) => {
-                    // W3: in the parked set (so new work wakes us too), but
-                    // with our token; then commit to sleeping on the latch.
-                    if !with_worker(sched::prepare_latch_sleep) {
-                        return;
-                    }
-                    if latch.fall_asleep() == FallAsleep::Asleep {
-                        // The borrow is held while asleep: no job runs on
-                        // this thread meanwhile.
-                        let _ = with_worker(|w| w.core.parker.park_timeout(timeout));
-                        let _ = latch.wake_up();
-                    }
-                    with_worker(sched::after_latch_sleep);
+            Found::Idle | Found::Exit => {
+                bump(&counts.wait_idle_rounds);
+                self.idle_action(latch)
+            }
+        }
+    }
+}
+
+impl InWorker<'_> {
+    /// W2-W3: nothing found; spin, yield, or sleep on the latch.
+    fn idle_action(&mut self, latch: &CoreLatch) {
+        let counts = &self.local.counts;
+        let idle = self.idle.as_mut().expect("created by wait");
+        match idle.next_action() {
+            IdleAction::Spin => std::hint::spin_loop(),
+            IdleAction::Yield => thread::yield_now(),
+            IdleAction::Park(timeout) => {
+                // W3: in the parked set (so new work wakes us too), but
+                // with our token; then commit to sleeping on the latch.
+                if !with_worker(sched::prepare_latch_sleep) {
+                    return;
                 }
-            },
+                if latch.fall_asleep() == FallAsleep::Asleep {
+                    bump(&counts.latch_sleeps);
+                    // The borrow is held while asleep: no job runs on
+                    // this thread meanwhile.
+                    let _ = with_worker(|w| w.core.parker.park_timeout(timeout));
+                    if latch.wake_up() == WakeUp::Set {
+                        bump(&counts.latch_sleeps_ended_set);
+                    }
+                }
+                with_worker(sched::after_latch_sleep);
+            }
         }
     }
 }
@@ -295,18 +415,18 @@ pub struct PoolSink {
 
 impl JobSink for PoolSink {
     fn push(&self, job: JobRef) {
-        let local = WORKER.with(|w| {
-            w.borrow()
-                .as_ref()
-                .filter(|w| Arc::ptr_eq(&w.registry, &self.registry))
-                .map(|w| w.local.clone())
+        // A spawn on a worker of this pool goes to its deque (a full deque
+        // runs the job right here).
+        let job = with_local(|local| match local {
+            Some(local) if Arc::ptr_eq(&local.registry, &self.registry) => {
+                local.push(job);
+                None
+            }
+            _ => Some(job),
         });
-        // Pushed outside the borrow: a full deque runs the job right here.
-        if let Some(local) = local {
-            local.push(job);
-        } else {
-            // A spawn from a thread outside the pool (a scope's closure that
-            // handed the scope to another thread).
+        // A spawn from a thread outside the pool (a scope's closure that
+        // handed the scope to another thread, or a worker of another pool).
+        if let Some(job) = job {
             if let Err(job) = self.registry.inject(job) {
                 // The pool is shutting down: run it here.
                 self.registry.wake(job.execute());
@@ -340,10 +460,10 @@ where
     RA: Send,
     RB: Send,
 {
-    match current_local() {
+    with_local(|local| match local {
         Some(local) => core_join::join(&mut InWorker::new(local), a, b),
         None => JoinPool::global().install(|| join(a, b)),
-    }
+    })
 }
 
 /// Runs `op` with a [`Scope`] in which it may spawn any number of closures
@@ -355,13 +475,13 @@ where
     OP: FnOnce(&Scope<'scope>) -> R + Send,
     R: Send,
 {
-    match current_local() {
+    with_local(|local| match local {
         Some(local) => {
             let registry = local.registry.clone();
             core_join::scope(&mut InWorker::new(local), PoolSink { registry }, op)
         }
         None => JoinPool::global().install(|| scope(op)),
-    }
+    })
 }
 
 /// Configures a [`JoinPool`].
@@ -457,7 +577,7 @@ impl Builder {
 /// Dropping the pool stops its workers and joins their threads.
 pub struct JoinPool {
     registry: Arc<Registry>,
-    threads: Vec<thread::JoinHandle<()>>,
+    threads: Vec<thread::JoinHandle<(WorkerMetrics, JoinMetrics)>>,
 }
 
 impl fmt::Debug for JoinPool {
@@ -508,7 +628,7 @@ impl JoinPool {
         OP: FnOnce() -> R + Send,
         R: Send,
     {
-        match current_local() {
+        with_local(|local| match local {
             Some(local) if Arc::ptr_eq(&local.registry, &self.registry) => op(),
             Some(local) => {
                 // X1-X3 of core's join README: this worker waits as a joiner
@@ -520,21 +640,52 @@ impl JoinPool {
                 })
             }
             None => core_join::install(op, |job| self.registry.inject(job)),
-        }
+        })
     }
 }
 
-impl Drop for JoinPool {
-    fn drop(&mut self) {
+impl JoinPool {
+    /// Stops the workers, joins their threads and returns what they
+    /// counted: the worker loop's metrics and the join face's
+    /// ([`JoinMetrics`]). Dropping the pool does the same and discards them.
+    ///
+    /// # Panics
+    ///
+    /// If a worker thread panicked (a scheduler bug: jobs catch their own
+    /// panics).
+    pub fn shutdown(mut self) -> JoinPoolMetrics {
+        let per_worker = self.stop();
+        let mut join = JoinMetrics::default();
+        let mut sched = Vec::with_capacity(per_worker.len());
+        let mut join_per_worker = Vec::with_capacity(per_worker.len());
+        for r in per_worker {
+            let (w, j) = r.expect("a join worker thread panicked");
+            join.merge(&j);
+            sched.push(w);
+            join_per_worker.push(j);
+        }
+        JoinPoolMetrics {
+            sched: MetricsSnapshot::from_workers(sched),
+            join,
+            join_per_worker,
+        }
+    }
+
+    /// Closes the gate and joins every worker thread.
+    fn stop(&mut self) -> Vec<thread::Result<(WorkerMetrics, JoinMetrics)>> {
         // Nothing is in flight: `install` borrows the pool, and every job of
         // a `join` or `scope` finished before it returned. Closing the gate
         // ends it once every worker parks.
         if self.registry.sched.gate.close() {
             self.registry.sched.initiate_done();
         }
-        for h in self.threads.drain(..) {
-            let _ = h.join();
-        }
+        self.threads.drain(..).map(|h| h.join()).collect()
+    }
+}
+
+impl Drop for JoinPool {
+    fn drop(&mut self) {
+        let _ = self.stop();
     }
 }
 
@@ -550,30 +701,37 @@ fn worker_main(
     parker: Parker,
     deque: deque::Local,
     seed: u64,
-) {
-    let join_local = Rc::new(JoinLocal {
+) -> (WorkerMetrics, JoinMetrics) {
+    let join_local = JoinLocal {
         id,
         deque,
         registry: registry.clone(),
         pushes_left: Cell::new(WAKE_ON_HOARD_THRESHOLD),
-    });
+        counts: Counts::default(),
+    };
     let worker = Box::new(JoinWorker {
         core: Core::new(&registry.sched, id, local, parker, monotonic_ns),
         rng: XorShift64::new(seed ^ (id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         metrics: WorkerMetrics::default(),
         registry: registry.clone(),
-        local: join_local.clone(),
     });
     WORKER.with(|w| *w.borrow_mut() = Some(worker));
-    if with_worker(sched::enter) {
-        run_loop(&registry, &join_local);
-    }
+    current::enter(&join_local, || {
+        if with_worker(sched::enter) {
+            run_loop(&registry, &join_local);
+        }
+    });
     let worker = WORKER.with(|w| w.borrow_mut().take());
-    if let Some(mut w) = worker {
-        debug_assert!(w.core.local.pop().is_none(), "a job was left in a ring");
-        debug_assert!(w.core.take_lifo().is_none());
-        debug_assert!(w.local.deque.is_empty(), "a job was left in a deque");
-    }
+    debug_assert!(join_local.deque.is_empty(), "a job was left in a deque");
+    let metrics = match worker {
+        Some(mut w) => {
+            debug_assert!(w.core.local.pop().is_none(), "a job was left in a ring");
+            debug_assert!(w.core.take_lifo().is_none());
+            std::mem::take(&mut w.metrics)
+        }
+        None => WorkerMetrics::default(),
+    };
+    (metrics, join_local.counts.snapshot())
 }
 
 /// The worker's own loop: the same shape as the other faces' (find a task,
@@ -614,5 +772,58 @@ fn run_loop(registry: &Registry, local: &JoinLocal) {
                 }
             },
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use magpie_core::sync::atomic::{AtomicBool, Ordering};
+
+    /// The join face's counters reach `JoinPool::shutdown`: every `b` below
+    /// is stolen (its `a` spins until `b` started) and finishes only once an
+    /// outside install ran, which only the waiting owner is free to run, so
+    /// each join waits and runs one task meanwhile.
+    #[test]
+    fn shutdown_counts_each_stolen_b_and_the_owners_wait() {
+        const JOINS: u64 = 5;
+        let p = JoinPool::builder().workers(2).build().unwrap();
+        for _ in 0..JOINS {
+            let started = AtomicBool::new(false);
+            let released = AtomicBool::new(false);
+            std::thread::scope(|ts| {
+                ts.spawn(|| {
+                    while !started.load(Ordering::Acquire) {
+                        thread::yield_now();
+                    }
+                    p.install(|| released.store(true, Ordering::Release));
+                });
+                let r = p.install(|| {
+                    join(
+                        || {
+                            while !started.load(Ordering::Acquire) {
+                                std::hint::spin_loop();
+                            }
+                            1
+                        },
+                        || {
+                            started.store(true, Ordering::Release);
+                            while !released.load(Ordering::Acquire) {
+                                thread::yield_now();
+                            }
+                            2
+                        },
+                    )
+                });
+                assert_eq!(r, (1, 2));
+            });
+        }
+        let m = p.shutdown();
+        assert_eq!(m.sched.per_worker.len(), 2);
+        assert_eq!(m.join_per_worker.len(), 2);
+        assert!(m.sched.total.steal_successes >= JOINS, "{m:?}");
+        assert!(m.join.waits >= JOINS, "{m:?}");
+        assert!(m.join.wait_tasks >= JOINS, "{m:?}");
+        assert_eq!(m.join.deque_full, 0);
     }
 }
