@@ -68,7 +68,36 @@ const NOT_SECRETS: &[&str] = &[
     // names of tokens that are not credentials
     "\"NextToken\": \"eyJOZXh0VG9rZW4iOiBudWxsfQ==\"",
     "csrf_token = \"Kx9Lm2Qw8Er4Ty6Ui1Op\"",
+    // The clean tree's last six (docs/parts/scan-rules.md, "Clean tree:
+    // the last six"): AWS CLI documentation outputs whose neighbouring
+    // fields carry AWS's documentation markers, AWS's documented BGP key,
+    // and joserfc's README JWT (claims `{"k": "value"}`).
+    AWS_SERVICE_PASSWORD,
+    AWS_SHARED_SECRET,
+    "    \"customerRouterConfig\": \"<?xml version=\\\"1.0\\\"?>\\n  <bgp_asn>65000</bgp_asn>\\n  <bgp_auth_key>0x123pK5_VBqv.UQ3kJ4123_</bgp_auth_key>\\n\",",
+    "    'eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9.eyJrIjoidmFsdWUifQ._M8ViO_GK6TnZ9G9eqdlS7IpNWzhoGwaYYDQ3hEwwmA'",
 ];
+
+/// awscli's `iam create-service-specific-credential` example output.
+const AWS_SERVICE_PASSWORD: &str = r#"    {
+        "ServiceSpecificCredential": {
+            "CreateDate": "2019-04-18T20:45:36+00:00",
+            "ServiceName": "codecommit.amazonaws.com",
+            "ServiceUserName": "sofia-at-123456789012",
+            "ServicePassword": "k1zPZM6uVxMQ3oxqgoYlNuJPyRTZ1vREs76zTQE3eJk=",
+            "ServiceSpecificCredentialId": "ACCAEXAMPLE123EXAMPLE",
+            "UserName": "sofia",
+            "Status": "Active"
+        }
+    }"#;
+
+/// awscli's `kms derive-shared-secret` example output.
+const AWS_SHARED_SECRET: &str = r#"    {
+        "KeyId": "1234abcd-12ab-34cd-56ef-1234567890ab",
+        "SharedSecret": "MEYCIQCKZLWyTk5runarx6XiAkU9gv3lbwPO/pHa+DXFehzdDwIhANwpsIV2g/9SPWLLsF6p/hiSskuIXMTRwqrMdVKWTMHG",
+        "KeyAgreementAlgorithm": "ECDH",
+        "KeyOrigin": "AWS_KMS"
+    }"#;
 
 fn findings(rs: &RuleSet, text: &str) -> Vec<(String, String)> {
     let mut s = Scratch::new();
@@ -121,6 +150,44 @@ fn false_positive_shapes_are_not_reported() {
         .collect();
     assert!(NOT_SECRETS.len() >= 25);
     assert!(reported.is_empty(), "{}", reported.join("\n"));
+}
+
+/// The AWS documentation markers are what drops the two AWS outputs above:
+/// with each marker replaced by a value of the same shape that is not
+/// AWS's (another account id, a random credential id, a random key id), the
+/// same blocks are reported, with the exact secret.
+#[test]
+fn aws_documentation_markers_are_what_drops_the_aws_outputs() {
+    let rs = RuleSet::builtin();
+    let cases = [
+        (
+            AWS_SERVICE_PASSWORD
+                .replace("123456789012", "318294675023")
+                .replace("ACCAEXAMPLE123EXAMPLE", "ACCA4QZ7RTX2LMN9KPW3"),
+            "k1zPZM6uVxMQ3oxqgoYlNuJPyRTZ1vREs76zTQE3eJk=",
+        ),
+        (
+            AWS_SHARED_SECRET.replace(
+                "1234abcd-12ab-34cd-56ef-1234567890ab",
+                "7f3e9a1c-4b2d-48e6-9c0a-5d8b1e2f6a47",
+            ),
+            "MEYCIQCKZLWyTk5runarx6XiAkU9gv3lbwPO/pHa+DXFehzdDwIhANwpsIV2g/9SPWLLsF6p/hiSskuIXMTRwqrMdVKWTMHG",
+        ),
+    ];
+    for (text, secret) in &cases {
+        let f = findings(&rs, &format!("{text}\n"));
+        assert_eq!(
+            f,
+            vec![("generic-secret-assignment".to_owned(), (*secret).to_owned())],
+            "{text}"
+        );
+    }
+    // A marker more than LINE_CLIP bytes away does not count.
+    let far = format!(
+        "\"ServiceUserName\": \"sofia-at-123456789012\",\n{}\n\"ServicePassword\": \"k1zPZM6uVxMQ3oxqgoYlNuJPyRTZ1vREs76zTQE3eJk=\"\n",
+        "#".repeat(300)
+    );
+    assert_eq!(findings(&rs, &far).len(), 1, "{far}");
 }
 
 #[test]

@@ -333,7 +333,7 @@ fn allowlisted(c: &Compiled, hay: &[u8], span: (usize, usize, usize, usize)) -> 
         let target = match target {
             RegexTarget::Secret => &hay[ss..se],
             RegexTarget::Match => &hay[ms..me],
-            RegexTarget::Line => hay,
+            RegexTarget::Line | RegexTarget::Around => hay,
         };
         res.iter().any(|r| r.is_match(target)) || words.iter().any(|w| lower.contains(w.as_str()))
     })

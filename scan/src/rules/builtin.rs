@@ -86,6 +86,15 @@ impl B {
         });
         self
     }
+    fn allow_around(mut self, regexes: &[&str]) -> B {
+        self.spec.allowlists.push(AllowlistSpec {
+            description: "documentation context".into(),
+            regex_target: super::spec::RegexTarget::Around,
+            regexes: regexes.iter().map(|s| s.to_string()).collect(),
+            ..AllowlistSpec::default()
+        });
+        self
+    }
     fn allow_match(mut self, regexes: &[&str]) -> B {
         self.spec.allowlists.push(AllowlistSpec {
             description: "not credentials".into(),
@@ -620,9 +629,14 @@ fn table() -> Vec<B> {
         tok("jwt", "jwt", "JSON Web Token", &["eyJ"],
             &format!(r"\b(eyJ[A-Za-z0-9_-]{{10,}}\.eyJ[A-Za-z0-9_-]{{10,}}\.[A-Za-z0-9_-]{{10,}}){END_URL}"),
             "eyJ{b64url:30}.eyJ{b64url:80}.{b64url:43}").max(4096).ent(4.0)
-            .stopwords(&["SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"])
+            .stopwords(&[
+                "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+                // `{"k":"value"}`: joserfc's README example, signed with `your-secret-key`.
+                "eyJrIjoidmFsdWUifQ",
+            ])
             .neg(&["eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
-                   "eyJ{b64url:30}.{b64url:20}"]),
+                   "eyJ{b64url:30}.{b64url:20}",
+                   "'eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9.eyJrIjoidmFsdWUifQ._M8ViO_GK6TnZ9G9eqdlS7IpNWzhoGwaYYDQ3hEwwmA'"]),
         tok("age-secret-key", "private-key", "age encryption secret key", &["AGE-SECRET-KEY-1"],
             r"\b(AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58})\b", "AGE-SECRET-KEY-1{BECH32:58}").ent(3.5)
             .neg(&["AGE-SECRET-KEY-1{BECH32:20}"]),
@@ -671,7 +685,8 @@ fn table() -> Vec<B> {
             "{upper:1}{alnum:10}{digit:1}{lower:1}{alnum:11}").ci().prio(-10).ent(3.5).classes(2).precision(Precision::Low)
             .allow_secret(&[GENERIC_FEWER_CLASSES, GENERIC_NOT_SECRET_VALUES, GENERIC_IDENTIFIERS, GENERIC_EXPRESSIONS, GENERIC_NAMED_VALUES, GENERIC_RESOURCE_IDS])
             .allow_match(&[GENERIC_AWS_SECRET_NAMES, GENERIC_FILE_NAME_KEYS])
-            .allow_line(&[GENERIC_NOT_SECRET_NAMES, GENERIC_EXAMPLE_LINE])
+            .allow_line(&[GENERIC_NOT_SECRET_NAMES])
+            .allow_around(&[AWS_DOCUMENTATION_CONTEXT])
             .stopwords(DOCUMENTATION_VALUES)
             .ex(&["db_password = \"{secret}\"", "API_TOKEN={secret}\n", "  client_secret: '{secret}'",
                   "https://api.example.net/v1?token={secret}&page=2", "secret={secret};path=/",
@@ -699,7 +714,12 @@ fn table() -> Vec<B> {
                    "\"Password\": \"PassWordMustBeAtLeast6Chars.\"", "access_token=\"2YotnFZFEjr1zCsicMWpAA\"",
                    // Self-labelled documentation lines, DNS verification tokens.
                    "--credential \"AccessKeyId=ABCDE12345670EXAMPLE, RawSecretAccessKey={b64:43}=\"",
-                   "\"VerificationToken\": \"{b64:43}=\",", "\"CopyProductToken\": \"copyproduct-abc5defgjkdji\""]),
+                   "\"VerificationToken\": \"{b64:43}=\",", "\"CopyProductToken\": \"copyproduct-abc5defgjkdji\"",
+                   // AWS documentation markers in neighbouring fields, AWS's documented BGP key.
+                   "\"ServiceUserName\": \"sofia-at-123456789012\",\n\"ServicePassword\": \"{b64:43}=\",",
+                   "\"ServicePassword\": \"{b64:43}=\",\n\"ServiceSpecificCredentialId\": \"ACCAEXAMPLE123EXAMPLE\",",
+                   "\"KeyId\": \"1234abcd-12ab-34cd-56ef-1234567890ab\",\n\"SharedSecret\": \"{b64:64}\",",
+                   "<bgp_auth_key>0x123pK5_VBqv.UQ3kJ4123_</bgp_auth_key>"]),
     ]
 }
 
@@ -764,6 +784,11 @@ const DOCUMENTATION_VALUES: &[&str] = &[
     "tGzv3JOkF0XG5Qx2TlKWIA",
     "czZCaGRSa3F0MzpnWDFmQmF0M2JW",
     "gX1fBat3bV",
+    // AWS's documented Direct Connect BGP key: awscli's
+    // `directconnect/associate-virtual-interface` example gives it as
+    // `authKey` three times and inside `customerRouterConfig`'s XML (its
+    // other examples put `0x…EXAMPLE` keys in the same place).
+    "0x123pK5_VBqv.UQ3kJ4123_",
 ];
 
 /// Resource ids, not keys: a lower-case kind, `-`, then lower-case letters
@@ -771,10 +796,16 @@ const DOCUMENTATION_VALUES: &[&str] = &[
 /// almost always mixes cases or symbols.
 const GENERIC_RESOURCE_IDS: &str = r"^[a-z]{2,24}-[a-z0-9]{6,32}$";
 
-/// A line that labels itself as an example the way AWS's documentation
-/// does (`AccessKeyId=ABCDE12345670EXAMPLE`, `dxvif-fEXAMPLE`): upper-case
-/// `EXAMPLE` ending a word. Only the generic rule (precision low) honours it.
-const GENERIC_EXAMPLE_LINE: &str = r"EXAMPLE\b";
+/// Text that labels itself as an example the way AWS's documentation does,
+/// within `LINE_CLIP` bytes of the match (the neighbouring fields of a JSON
+/// or XML block, not only its line): upper-case `EXAMPLE` ending a word
+/// (`AccessKeyId=ABCDE12345670EXAMPLE`, `"ServiceSpecificCredentialId":
+/// "ACCAEXAMPLE123EXAMPLE"`), AWS's documentation account id
+/// `123456789012` as a whole number (`sofia-at-123456789012`), and its
+/// documentation KMS key id `1234abcd-12ab-34cd-56ef-1234567890ab`. Only
+/// the generic rule (precision low) honours it.
+const AWS_DOCUMENTATION_CONTEXT: &str =
+    r"EXAMPLE\b|(?:^|[^0-9])123456789012(?:[^0-9]|$)|1234abcd-12ab-34cd-56ef-1234567890ab";
 
 /// Names of tokens that are not credentials (pagination, idempotency, CSRF,
 /// domain verification tokens that are published in DNS).

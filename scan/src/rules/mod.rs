@@ -1595,6 +1595,9 @@ impl Allowlist {
                     let e = memchr::memchr(b'\n', &buf[c.end..hi]).map_or(hi, |p| c.end + p);
                     &buf[s..e]
                 }
+                RegexTarget::Around => {
+                    &buf[c.start.saturating_sub(LINE_CLIP)..(c.end + LINE_CLIP).min(buf.len())]
+                }
             };
             verdicts.push(self.regexes.iter().any(|r| r.is_match(target)));
         }

@@ -22,6 +22,11 @@ pub enum RegexTarget {
     /// The line holding the match, clipped to [`LINE_CLIP`](super::LINE_CLIP)
     /// bytes on each side of the match.
     Line,
+    /// The bytes within [`LINE_CLIP`](super::LINE_CLIP) of the match, across
+    /// line ends: the neighbouring lines of a JSON or XML block. Built-in
+    /// rules only (gitleaks has no such target). It reads no byte the
+    /// `Line` target could not, so chunking cannot change its verdict.
+    Around,
 }
 
 /// One allowlist: a finding it covers is not reported.
