@@ -92,36 +92,6 @@ impl<S: Source> PollEvented<S> {
         }
     }
 
-    /// [`poll_io`](Self::poll_io) for a stream read or write of `len`
-    /// bytes (tokio's rule): a transfer that moved fewer bytes than asked,
-    /// but some, emptied the socket's receive queue (or filled its send
-    /// buffer), so the readiness it observed is cleared at once (R3). The
-    /// next call then waits for the poller's next edge instead of paying a
-    /// system call that can only say `WouldBlock`: one syscall fewer per
-    /// message for a request-response server (README.md, "Short transfers").
-    /// An edge that came after the transfer moved the tick, and R3 keeps it.
-    pub(crate) fn poll_stream_io(
-        &self,
-        cx: &mut Context<'_>,
-        dir: Direction,
-        len: usize,
-        mut f: impl FnMut(&S) -> io::Result<usize>,
-    ) -> Poll<io::Result<usize>> {
-        loop {
-            let ev = std::task::ready!(self.poll_ready(cx, dir))?;
-            match f(self.get_ref()) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.shared.clear_readiness(ev);
-                }
-                Ok(n) if n > 0 && n < len => {
-                    self.shared.clear_readiness(ev);
-                    return Poll::Ready(Ok(n));
-                }
-                r => return Poll::Ready(r),
-            }
-        }
-    }
-
     /// `f` once, without waiting: `WouldBlock` if the source is not ready
     /// (and its readiness is cleared, so the next wait really waits).
     pub(crate) fn try_io<R>(

@@ -76,8 +76,7 @@ pub(crate) fn poll_read<S: StreamSource>(
 where
     for<'a> &'a S: Read + Write,
 {
-    let len = buf.len();
-    io.poll_stream_io(cx, Direction::Read, len, |mut s| s.read(buf))
+    io.poll_io(cx, Direction::Read, |mut s| s.read(buf))
 }
 
 pub(crate) fn poll_read_vectored<S: StreamSource>(
@@ -88,8 +87,7 @@ pub(crate) fn poll_read_vectored<S: StreamSource>(
 where
     for<'a> &'a S: Read + Write,
 {
-    let len = bufs.iter().map(|b| b.len()).sum();
-    io.poll_stream_io(cx, Direction::Read, len, |mut s| s.read_vectored(bufs))
+    io.poll_io(cx, Direction::Read, |mut s| s.read_vectored(bufs))
 }
 
 pub(crate) fn poll_write<S: StreamSource>(
@@ -100,7 +98,7 @@ pub(crate) fn poll_write<S: StreamSource>(
 where
     for<'a> &'a S: Read + Write,
 {
-    io.poll_stream_io(cx, Direction::Write, buf.len(), |mut s| s.write(buf))
+    io.poll_io(cx, Direction::Write, |mut s| s.write(buf))
 }
 
 pub(crate) fn poll_write_vectored<S: StreamSource>(
@@ -111,8 +109,7 @@ pub(crate) fn poll_write_vectored<S: StreamSource>(
 where
     for<'a> &'a S: Read + Write,
 {
-    let len = bufs.iter().map(|b| b.len()).sum();
-    io.poll_stream_io(cx, Direction::Write, len, |mut s| s.write_vectored(bufs))
+    io.poll_io(cx, Direction::Write, |mut s| s.write_vectored(bufs))
 }
 
 /// Implements futures-io's (and, with `tokio-io`, tokio's) `AsyncRead` for
