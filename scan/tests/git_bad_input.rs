@@ -280,4 +280,15 @@ fn a_partial_clone_names_the_blobs_it_did_not_fetch_and_says_why() {
         (&s[0]["path"], &s[0]["reason"]),
         (&"old.env".into(), &"unreadable".into())
     );
+    // A copy that kept the promisor pack but not the remote's settings (a
+    // mirror made by copying `.git`): the pack says it is partial.
+    git(&part, &["config", "--unset", "remote.origin.promisor"]);
+    let run = scan_git(&part, &["-f", "json"]);
+    assert_eq!(run.code, Some(2), "partial: {}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("partial clone (a promisor pack, no promisor remote)"),
+        "{}",
+        run.stderr
+    );
 }

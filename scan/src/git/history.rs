@@ -128,8 +128,10 @@ pub struct HistoryCursor {
     /// What the selection has to tell the user (a rewritten ref, ...).
     notes: Vec<String>,
     buf: Vec<u8>,
-    /// Pack locations, for the pack order of each window.
-    packs: super::odb::Packs,
+    /// Pack locations, for the pack order of each window, and the packs
+    /// the workers decode from: one mapping of each `.idx` for both
+    /// ([`HistoryCursor::packs`]).
+    packs: std::sync::Arc<super::odb::Packs>,
     /// The tree pair being compared (kept for their allocations).
     new_entries: Entries,
     old_entries: Entries,
@@ -145,22 +147,30 @@ impl std::fmt::Debug for HistoryCursor {
     }
 }
 
-/// The line that says a repository is a partial clone (a remote with
-/// `promisor = true`, as `git clone --filter` leaves it): the blobs it did
-/// not fetch cannot be read, and each is named `unreadable`.
+/// The line that says a repository is a partial clone: a remote with
+/// `promisor = true`, as `git clone --filter` leaves it, or, without one, a
+/// promisor pack (`objects/pack/*.promisor`, what a partial fetch writes
+/// beside its pack). The blobs it did not fetch cannot be read, and each is
+/// named `unreadable`.
 fn partial_clone_note(repo: &gix::Repository) -> Option<String> {
+    const REST: &str = "the objects it did not fetch are named unreadable and the run exits 2; \
+                        a clone without --filter reads them all";
     let config = repo.config_snapshot();
-    repo.remote_names().into_iter().find_map(|name| {
+    let remote = repo.remote_names().into_iter().find_map(|name| {
         let promisor = config.boolean(format!("remote.{name}.promisor").as_str())?;
         promisor.then(|| {
             let filter = config
                 .string(format!("remote.{name}.partialclonefilter").as_str())
                 .map_or_else(|| "unknown".to_owned(), |f| f.to_string());
-            format!(
-                "partial clone (remote {name}, filter {filter}): the objects it did not fetch \
-                 are named unreadable and the run exits 2; a clone without --filter reads them all"
-            )
+            format!("partial clone (remote {name}, filter {filter}): {REST}")
         })
+    });
+    remote.or_else(|| {
+        let packs = std::fs::read_dir(repo.objects.store_ref().path().join("pack")).ok()?;
+        packs
+            .filter_map(Result::ok)
+            .any(|e| e.path().extension().is_some_and(|x| x == "promisor"))
+            .then(|| format!("partial clone (a promisor pack, no promisor remote): {REST}"))
     })
 }
 
@@ -173,7 +183,7 @@ impl HistoryCursor {
     /// `--since-commit`, `--log-range`) and orders them parents first.
     /// An unknown revision is an error.
     pub fn new(repo: &gix::ThreadSafeRepository, opts: &GitOptions) -> Result<Self, String> {
-        let packs = super::odb::Packs::new(repo, false);
+        let packs = std::sync::Arc::new(super::odb::Packs::new(repo, true));
         let repo = super::odb::walk_handle(repo);
         let mut cursor = Self {
             packs,
@@ -221,6 +231,13 @@ impl HistoryCursor {
             cursor.select(opts)?;
         }
         Ok(cursor)
+    }
+
+    /// The packs this walk locates blobs in, opened with their data: give
+    /// them to [`super::Odb::with_packs`], so that each `.idx` is mapped
+    /// once for the walk and the workers (its pages are resident once).
+    pub fn packs(&self) -> std::sync::Arc<super::odb::Packs> {
+        std::sync::Arc::clone(&self.packs)
     }
 
     /// How many commits the walk covers.

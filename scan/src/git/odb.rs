@@ -66,10 +66,17 @@ impl Odb {
     /// [`PACK_CACHE_BYTES`] and a decoded-blob cache of
     /// [`DECODED_CACHE_BYTES`].
     pub fn new(repo: gix::ThreadSafeRepository) -> Self {
+        let packs = Arc::new(Packs::new(&repo, true));
+        Self::with_packs(repo, packs)
+    }
+
+    /// Like [`Odb::new`], with packs already opened (`with_data`) for the
+    /// walk (`HistoryCursor::packs`).
+    pub fn with_packs(repo: gix::ThreadSafeRepository, files: Arc<Packs>) -> Self {
         let lfs_objects = super::lfs::store(&repo.to_thread_local());
         Self {
             lfs_objects,
-            files: Arc::new(Packs::new(&repo, true)),
+            files,
             repo,
             packs: Arc::new(Mutex::new(MemoryCappedHashmap::new(PACK_CACHE_BYTES))),
             decoded: Arc::new(Mutex::new(Decoded::new(DECODED_CACHE_BYTES))),

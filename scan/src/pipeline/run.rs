@@ -263,7 +263,7 @@ pub fn scan_with(
         progress,
         git: git
             .as_ref()
-            .map(|(repo, _)| crate::git::Odb::new(repo.clone())),
+            .map(|(repo, cursor)| crate::git::Odb::with_packs(repo.clone(), cursor.packs())),
         aborted: AtomicBool::new(false),
         abort_error: Mutex::new(None),
         totals: Mutex::new(Totals::default()),
