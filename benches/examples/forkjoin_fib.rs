@@ -70,6 +70,37 @@ fn median(v: &[Duration]) -> Duration {
     v[v.len() / 2]
 }
 
+/// Runs `m` (magpie) and `r` (rayon) once per round, the order flipped
+/// every round; returns their times and the per-round ratios m / r.
+fn alternate(
+    rounds: usize,
+    mut m: impl FnMut() -> Duration,
+    mut r: impl FnMut() -> Duration,
+) -> (Vec<Duration>, Vec<Duration>, Vec<f64>) {
+    let (mut tm, mut tr, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (a, b) = if round % 2 == 0 {
+            let a = m();
+            (a, r())
+        } else {
+            let b = r();
+            (m(), b)
+        };
+        tm.push(a);
+        tr.push(b);
+        ratios.push(a.as_secs_f64() / b.as_secs_f64());
+    }
+    (tm, tr, ratios)
+}
+
+/// The per-round ratios' line of every report.
+fn print_ratios(ratios: Vec<f64>) {
+    let [min, q1, med, q3, max] = quartiles(ratios);
+    println!(
+        "  magpie/rayon per round: min {min:.3}  q1 {q1:.3}  median {med:.3}  q3 {q3:.3}  max {max:.3}"
+    );
+}
+
 /// `FJ_WORKLOAD`: one workload, magpie against rayon, alternating rounds;
 /// with `FJ_COUNTS=1`, magpie's counters per run.
 fn run_workload(w: Workload, rounds: usize, workers: usize) {
@@ -78,20 +109,11 @@ fn run_workload(w: Workload, rounds: usize, workers: usize) {
     // Warm-up: threads started, pages touched.
     w.run(&magpie, w.input());
     w.run(&rayon, w.input());
-    let (mut tm, mut tr, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..rounds {
-        let (m, r) = if round % 2 == 0 {
-            let m = w.run(&magpie, w.input());
-            (m, w.run(&rayon, w.input()))
-        } else {
-            let r = w.run(&rayon, w.input());
-            (w.run(&magpie, w.input()), r)
-        };
-        tm.push(m);
-        tr.push(r);
-        ratios.push(m.as_secs_f64() / r.as_secs_f64());
-    }
-    let [min, q1, med, q3, max] = quartiles(ratios);
+    let (tm, tr, ratios) = alternate(
+        rounds,
+        || w.run(&magpie, w.input()),
+        || w.run(&rayon, w.input()),
+    );
     println!("{}, {workers} workers, {rounds} rounds", w.name());
     println!(
         "  magpie join : median {:>9.3} ms",
@@ -101,9 +123,7 @@ fn run_workload(w: Workload, rounds: usize, workers: usize) {
         "  rayon::join : median {:>9.3} ms",
         median(&tr).as_secs_f64() * 1e3
     );
-    println!(
-        "  magpie/rayon per round: min {min:.3}  q1 {q1:.3}  median {med:.3}  q3 {q3:.3}  max {max:.3}"
-    );
+    print_ratios(ratios);
     if std::env::var("FJ_COUNTS").is_ok_and(|v| v == "1") {
         let runs = (rounds + 1) as f64;
         let m = magpie.shutdown();
@@ -161,34 +181,21 @@ fn main() {
         assert_eq!(rayon.install(|| rayon_fib(n, cutoff)), expect);
     }
 
-    let (mut tm, mut tr, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..rounds {
-        let run_m = || {
-            let t = Instant::now();
-            let r = magpie.install(|| magpie_fib(black_box(n), cutoff));
-            let d = t.elapsed();
-            assert_eq!(r, expect);
-            d
-        };
-        let run_r = || {
-            let t = Instant::now();
-            let r = rayon.install(|| rayon_fib(black_box(n), cutoff));
-            let d = t.elapsed();
-            assert_eq!(r, expect);
-            d
-        };
-        let (m, r) = if round % 2 == 0 {
-            let m = run_m();
-            (m, run_r())
-        } else {
-            let r = run_r();
-            (run_m(), r)
-        };
-        tm.push(m);
-        tr.push(r);
-        ratios.push(m.as_secs_f64() / r.as_secs_f64());
-    }
-    let [min, q1, med, q3, max] = quartiles(ratios);
+    let run_m = || {
+        let t = Instant::now();
+        let r = magpie.install(|| magpie_fib(black_box(n), cutoff));
+        let d = t.elapsed();
+        assert_eq!(r, expect);
+        d
+    };
+    let run_r = || {
+        let t = Instant::now();
+        let r = rayon.install(|| rayon_fib(black_box(n), cutoff));
+        let d = t.elapsed();
+        assert_eq!(r, expect);
+        d
+    };
+    let (tm, tr, ratios) = alternate(rounds, run_m, run_r);
     let (mm, mr) = (median(&tm), median(&tr));
     println!("fib({n}) cutoff {cutoff}, {workers} workers, {rounds} rounds, {jn} joins per run");
     println!(
@@ -201,9 +208,7 @@ fn main() {
         mr.as_secs_f64() * 1e3,
         mr.as_nanos() as f64 / jn as f64
     );
-    println!(
-        "  magpie/rayon per round: min {min:.3}  q1 {q1:.3}  median {med:.3}  q3 {q3:.3}  max {max:.3}"
-    );
+    print_ratios(ratios);
 
     // Outside round trip: install + a trivial join, from this thread.
     // `FJ_TRIPS=0` skips it (for profiling the fib part alone).
@@ -214,36 +219,23 @@ fn main() {
     if trips == 0 {
         return;
     }
-    let (mut lm, mut lr, mut lratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..rounds {
-        let trip_m = || {
-            let t = Instant::now();
-            for _ in 0..trips {
-                let (a, b) = magpie.install(|| join(|| black_box(1), || black_box(2)));
-                assert_eq!(a + b, 3);
-            }
-            t.elapsed() / trips
-        };
-        let trip_r = || {
-            let t = Instant::now();
-            for _ in 0..trips {
-                let (a, b) = rayon.install(|| rayon::join(|| black_box(1), || black_box(2)));
-                assert_eq!(a + b, 3);
-            }
-            t.elapsed() / trips
-        };
-        let (m, r) = if round % 2 == 0 {
-            let m = trip_m();
-            (m, trip_r())
-        } else {
-            let r = trip_r();
-            (trip_m(), r)
-        };
-        lm.push(m);
-        lr.push(r);
-        lratios.push(m.as_secs_f64() / r.as_secs_f64());
-    }
-    let [min, q1, med, q3, max] = quartiles(lratios);
+    let trip_m = || {
+        let t = Instant::now();
+        for _ in 0..trips {
+            let (a, b) = magpie.install(|| join(|| black_box(1), || black_box(2)));
+            assert_eq!(a + b, 3);
+        }
+        t.elapsed() / trips
+    };
+    let trip_r = || {
+        let t = Instant::now();
+        for _ in 0..trips {
+            let (a, b) = rayon.install(|| rayon::join(|| black_box(1), || black_box(2)));
+            assert_eq!(a + b, 3);
+        }
+        t.elapsed() / trips
+    };
+    let (lm, lr, lratios) = alternate(rounds, trip_m, trip_r);
     println!("outside install + join round trip, {trips} per round");
     println!(
         "  magpie : median {:>8.2} us",
@@ -253,7 +245,5 @@ fn main() {
         "  rayon  : median {:>8.2} us",
         median(&lr).as_secs_f64() * 1e6
     );
-    println!(
-        "  magpie/rayon per round: min {min:.3}  q1 {q1:.3}  median {med:.3}  q3 {q3:.3}  max {max:.3}"
-    );
+    print_ratios(lratios);
 }

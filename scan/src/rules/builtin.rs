@@ -8,7 +8,7 @@
 //! - [`ctx`]: a format with no distinctive prefix, recognised by a vendor
 //!   name in the variable or key it is assigned to (`HEROKU_API_KEY = ...`).
 
-use super::spec::{AllowlistSpec, Precision, RuleSpec};
+use super::spec::{AllowlistSpec, Precision, RegexTarget, RuleSpec};
 
 mod formats;
 mod services;
@@ -69,40 +69,27 @@ impl B {
             .extend(n.iter().map(|s| s.to_string()));
         self
     }
-    fn allow_secret(mut self, regexes: &[&str]) -> B {
+    /// One allowlist of `regexes` matched against `target`.
+    fn allow(mut self, description: &str, target: RegexTarget, regexes: &[&str]) -> B {
         self.spec.allowlists.push(AllowlistSpec {
-            description: "known non-secret values".into(),
+            description: description.into(),
+            regex_target: target,
             regexes: regexes.iter().map(|s| s.to_string()).collect(),
             ..AllowlistSpec::default()
         });
         self
     }
-    fn allow_line(mut self, regexes: &[&str]) -> B {
-        self.spec.allowlists.push(AllowlistSpec {
-            description: "not credentials".into(),
-            regex_target: super::spec::RegexTarget::Line,
-            regexes: regexes.iter().map(|s| s.to_string()).collect(),
-            ..AllowlistSpec::default()
-        });
-        self
+    fn allow_secret(self, regexes: &[&str]) -> B {
+        self.allow("known non-secret values", RegexTarget::Secret, regexes)
     }
-    fn allow_around(mut self, regexes: &[&str]) -> B {
-        self.spec.allowlists.push(AllowlistSpec {
-            description: "documentation context".into(),
-            regex_target: super::spec::RegexTarget::Around,
-            regexes: regexes.iter().map(|s| s.to_string()).collect(),
-            ..AllowlistSpec::default()
-        });
-        self
+    fn allow_line(self, regexes: &[&str]) -> B {
+        self.allow("not credentials", RegexTarget::Line, regexes)
     }
-    fn allow_match(mut self, regexes: &[&str]) -> B {
-        self.spec.allowlists.push(AllowlistSpec {
-            description: "not credentials".into(),
-            regex_target: super::spec::RegexTarget::Match,
-            regexes: regexes.iter().map(|s| s.to_string()).collect(),
-            ..AllowlistSpec::default()
-        });
-        self
+    fn allow_around(self, regexes: &[&str]) -> B {
+        self.allow("documentation context", RegexTarget::Around, regexes)
+    }
+    fn allow_match(self, regexes: &[&str]) -> B {
+        self.allow("not credentials", RegexTarget::Match, regexes)
     }
     fn stopwords(mut self, words: &[&str]) -> B {
         // (`DOCUMENTATION_VALUES` and the JWT's published example.)
