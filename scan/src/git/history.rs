@@ -183,7 +183,7 @@ impl HistoryCursor {
     /// `--since-commit`, `--log-range`) and orders them parents first.
     /// An unknown revision is an error.
     pub fn new(repo: &gix::ThreadSafeRepository, opts: &GitOptions) -> Result<Self, String> {
-        let packs = std::sync::Arc::new(super::odb::Packs::new(repo, true));
+        let packs = std::sync::Arc::new(super::odb::Packs::new(repo));
         let repo = super::odb::walk_handle(repo);
         let mut cursor = Self {
             packs,

@@ -66,7 +66,7 @@ impl Odb {
     /// [`PACK_CACHE_BYTES`] and a decoded-blob cache of
     /// [`DECODED_CACHE_BYTES`].
     pub fn new(repo: gix::ThreadSafeRepository) -> Self {
-        let packs = Arc::new(Packs::new(&repo, true));
+        let packs = Arc::new(Packs::new(&repo));
         Self::with_packs(repo, packs)
     }
 
@@ -145,29 +145,25 @@ impl Odb {
     /// offset delta within the pack or does not decode.
     fn resolve(&self, n: u32, offset: u64, out: &mut Vec<u8>, s: &mut DecodeScratch) -> Option<()> {
         let mapping = self.files.packs.get(n as usize)?.data.as_ref()?;
-        let pack = &*mapping.get();
-        let cache = || self.decoded.lock().unwrap_or_else(PoisonError::into_inner);
         // Pack bytes inflated, for `Mapping::read` (also when a link fails:
         // those pages were touched all the same).
-        let mut read = 0u64;
-        let resolved = self.resolve_in(n, pack, offset, out, s, &cache, &mut read);
-        mapping.read(read);
+        s.read = 0;
+        let resolved = self.resolve_in(n, &mapping.get(), offset, out, s);
+        mapping.read(s.read);
         resolved
     }
 
     /// [`Odb::resolve`] through one mapping of pack `n`, counting the pack
-    /// bytes inflated into `read`.
-    #[allow(clippy::too_many_arguments)]
-    fn resolve_in<'a>(
+    /// bytes inflated into `s.read`.
+    fn resolve_in(
         &self,
         n: u32,
         pack: &gix::odb::pack::data::File,
         offset: u64,
         out: &mut Vec<u8>,
         s: &mut DecodeScratch,
-        cache: &impl Fn() -> std::sync::MutexGuard<'a, Decoded>,
-        read: &mut u64,
     ) -> Option<()> {
+        let cache = || self.decoded.lock().unwrap_or_else(PoisonError::into_inner);
         let mut entry = pack.entry(offset).ok()?;
         let key = entry.data_offset;
         s.chain.clear();
@@ -190,7 +186,7 @@ impl Odb {
                 _ => {
                     // An undeltified object: gix would inflate it again
                     // for every delta against it.
-                    *read += inflate_into(pack, &entry, out, &mut s.inflate)?;
+                    s.read += inflate_into(pack, &entry, out, &mut s.inflate)?;
                     let whole: Arc<[u8]> = Arc::from(out.as_slice());
                     cache().put((n, entry.data_offset), whole);
                     break None;
@@ -205,11 +201,11 @@ impl Odb {
             return Some(());
         };
         // The first delta reads the cached base in place (no copy).
-        *read += inflate_into(pack, &first, &mut s.delta, &mut s.inflate)?;
+        s.read += inflate_into(pack, &first, &mut s.delta, &mut s.inflate)?;
         apply_delta(base.as_deref().unwrap_or(out), &s.delta, &mut s.next)?;
         std::mem::swap(out, &mut s.next);
         while let Some(delta) = s.chain.pop() {
-            *read += inflate_into(pack, &delta, &mut s.delta, &mut s.inflate)?;
+            s.read += inflate_into(pack, &delta, &mut s.delta, &mut s.inflate)?;
             apply_delta(out, &s.delta, &mut s.next)?;
             std::mem::swap(out, &mut s.next);
         }
@@ -334,11 +330,13 @@ impl std::fmt::Debug for Packs {
 }
 
 impl Packs {
-    /// Opens the packs of `repo`'s own object directory, their data too
-    /// when `with_data` (the walk only sorts: it needs the indices); an
-    /// index that cannot be opened is left out (its objects sort as loose
-    /// ones and gix decodes them). Alternates are not read, likewise.
-    pub fn new(repo: &gix::ThreadSafeRepository, with_data: bool) -> Self {
+    /// Opens the packs of `repo`'s own object directory, index and data
+    /// (one set for the walk, which sorts by the indices, and the workers,
+    /// which decode); an index that cannot be opened is left out (its
+    /// objects sort as loose ones and gix decodes them), a `.pack` that
+    /// cannot be opened leaves its objects to gix. Alternates are not
+    /// read, likewise.
+    pub fn new(repo: &gix::ThreadSafeRepository) -> Self {
         let dir = repo.objects.path().join("pack");
         let mut paths: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
             .map(|rd| {
@@ -354,9 +352,7 @@ impl Packs {
             .iter()
             .filter_map(|p| {
                 let index = gix::odb::pack::index::File::at(p, kind).ok()?;
-                let data = with_data
-                    .then(|| Mapping::open(p.with_extension("pack"), kind))
-                    .flatten();
+                let data = Mapping::open(p.with_extension("pack"), kind);
                 Some(Pack { index, data })
             })
             .collect();
@@ -438,6 +434,8 @@ pub struct DecodeScratch {
     chain: Vec<gix::odb::pack::data::Entry>,
     delta: Vec<u8>,
     next: Vec<u8>,
+    /// Pack bytes inflated by the current resolution (`Mapping::read`).
+    read: u64,
 }
 
 impl std::fmt::Debug for DecodeScratch {
